@@ -1,0 +1,1 @@
+//! mrc-rs benchmarks and experiment runners live in `benches/` and `src/bin/`.

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install the Debian packages the tests need, when they are missing.
+# Needs root (or passwordless sudo); without it, prints what to install and carries on, and the
+# tests that need a missing tool say so.
+set -euo pipefail
+
+PKGS=(
+  pkg-config gcc clang libclang-dev        # build: bindgen + the DPDK shim
+  libdpdk-dev                              # DPDK 22.11 and its virtual PMDs (memif, af_packet, af_xdp, ring, null)
+  iproute2 tshark python3-scapy            # interop: namespaces + kernel SRv6, decoding oracles
+  libbpf-dev bpftool                       # the tc BPF trimmer
+  libopenmpi-dev openmpi-bin               # mpirun bootstrap for mrc-coll
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; else
+    echo "install-deps: not root; missing Debian packages: ${missing[*]}" >&2
+    echo "install-deps: run: sudo apt-get install -y ${missing[*]}" >&2
+    exit 0
+  fi
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+# tshark asks whether non-root users may capture; answer for it.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections || true
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

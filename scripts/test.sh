@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this). On a fresh Debian machine with Rust:
+# installs the Debian packages it needs (when root), builds, runs every test, and cleans up what
+# it made (namespaces, veths, processes, temporary files).
+#
+#   scripts/test.sh            everything (root adds the kernel-SRv6 and DPDK-in-namespace tests)
+#   MRC_FUZZ_SECS=60 scripts/test.sh   a longer fuzz smoke run (default: a few seconds per target)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+
+# Root runs the tests that need namespaces and raw sockets; there, a missing prerequisite is a
+# failure rather than a skip.
+if [ "$(id -u)" -eq 0 ]; then export MRC_REQUIRE_ALL=1; fi
+
+echo "== cargo test (workspace)"
+cargo test --workspace --all-targets --locked
+
+echo "== fuzz smoke"
+scripts/fuzz-smoke.sh
+
+echo "== all tests passed"
