@@ -2,8 +2,12 @@
 //! reprs (`FooRepr`) with `parse`, `buffer_len` and `emit`.
 
 pub mod ipv6;
+pub mod srh;
+pub mod usid;
 
 pub use ipv6::{Dscp, Ecn, IPV6_HEADER_LEN, Ipv6Packet, Ipv6Repr};
+pub use srh::{SegmentList, SrhPacket, SrhRepr, Tlv, TlvType};
+pub use usid::{Usid, UsidContainer, UsidError, UsidFormat};
 
 /// Ethernet and neighbour discovery come from smoltcp (wire types only).
 pub use smoltcp::wire::{
