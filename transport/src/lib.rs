@@ -6,5 +6,6 @@
 
 pub mod cc;
 pub mod time;
+pub mod wire;
 
 pub use time::{Duration, Instant};

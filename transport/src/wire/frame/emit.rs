@@ -1,0 +1,206 @@
+//! Building frames into a caller-provided buffer, without allocating.
+
+use mrc_srv6::wire::ipv6::next_header;
+use mrc_srv6::wire::{
+    ETHERNET_HEADER_LEN, EthernetFrame, EthernetProtocol, EthernetRepr, IPV6_HEADER_LEN,
+    Ipv6Packet, Ipv6Repr,
+};
+
+use super::super::bth::{BTH_LEN, BthPacket, BthRepr};
+use super::super::config::{FlowLabelPlacement, WireConfig};
+use super::super::icrc::{self, ICRC_LEN};
+use super::super::udp::{self, UDP_HEADER_LEN, UdpPacket, UdpRepr};
+use super::super::{Result, WireError, be};
+use super::{FrameLayout, FrameRepr, Route, SRH_ONE_SEGMENT_LEN};
+
+/// RFC 8754 routing type of the SRH.
+const ROUTING_TYPE_SRH: u8 = 4;
+
+impl FrameRepr {
+    /// Bytes of every header before the payload.
+    pub const fn header_len(&self) -> usize {
+        let ip = match self.route {
+            Route::Ecmp => IPV6_HEADER_LEN,
+            Route::Srv6 {
+                srh_segment: None, ..
+            } => 2 * IPV6_HEADER_LEN,
+            Route::Srv6 {
+                srh_segment: Some(_),
+                ..
+            } => 2 * IPV6_HEADER_LEN + SRH_ONE_SEGMENT_LEN,
+        };
+        ETHERNET_HEADER_LEN + ip + UDP_HEADER_LEN + BTH_LEN + self.body.buffer_len()
+    }
+
+    /// Total frame length with `payload_len` bytes of payload (pad and ICRC included).
+    pub const fn buffer_len(&self, payload_len: usize) -> usize {
+        self.header_len() + payload_len + pad_for(payload_len) + ICRC_LEN
+    }
+
+    /// Write every header into `buf` for a payload of `payload_len` bytes, and zero the pad.
+    /// The caller then fills `buf[layout.payload]` and calls [`FrameLayout::finish`].
+    ///
+    /// Panics if the body does not fit the BTH opcode (caller misuse) or if a control packet
+    /// is given a payload.
+    pub fn emit(
+        &self,
+        buf: &mut [u8],
+        payload_len: usize,
+        cfg: &WireConfig,
+    ) -> Result<FrameLayout> {
+        assert!(
+            self.body.matches(self.bth.opcode),
+            "body does not match opcode {}",
+            self.bth.opcode
+        );
+        assert!(
+            payload_len == 0 || self.bth.opcode.is_write(),
+            "only Writes carry payload"
+        );
+        let len = self.buffer_len(payload_len);
+        if buf.len() < len {
+            return Err(WireError::BufferTooSmall {
+                need: len,
+                have: buf.len(),
+            });
+        }
+        let pad = pad_for(payload_len);
+        let ev = cfg.entropy_order.split(self.entropy);
+
+        EthernetRepr {
+            src_addr: self.src_mac,
+            dst_addr: self.dst_mac,
+            ethertype: EthernetProtocol::Ipv6,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
+        let mut at = ETHERNET_HEADER_LEN;
+
+        let udp_len =
+            UDP_HEADER_LEN + BTH_LEN + self.body.buffer_len() + payload_len + pad + ICRC_LEN;
+        let ip = |payload_len: usize, nh: u8, flow_label: u32, dst| Ipv6Repr {
+            dscp: self.dscp,
+            ecn: self.ecn,
+            flow_label,
+            payload_len: payload_len as u16,
+            next_header: nh,
+            hop_limit: cfg.hop_limit,
+            src_addr: self.src_addr,
+            dst_addr: dst,
+        };
+        let icrc_from = match self.route {
+            Route::Ecmp => {
+                ip(udp_len, next_header::UDP, ev.flow_label, self.dst_addr)
+                    .emit(&mut Ipv6Packet::new_unchecked(&mut buf[at..]));
+                at += IPV6_HEADER_LEN;
+                at - IPV6_HEADER_LEN
+            }
+            Route::Srv6 { path, srh_segment } => {
+                let (outer_fl, inner_fl) = match cfg.flow_label {
+                    FlowLabelPlacement::Outer => (ev.flow_label, 0),
+                    FlowLabelPlacement::Inner => (0, ev.flow_label),
+                    FlowLabelPlacement::Both => (ev.flow_label, ev.flow_label),
+                };
+                let srh_len = if srh_segment.is_some() {
+                    SRH_ONE_SEGMENT_LEN
+                } else {
+                    0
+                };
+                let outer_nh = if srh_segment.is_some() {
+                    next_header::ROUTING
+                } else {
+                    next_header::IPV6
+                };
+                ip(
+                    srh_len + IPV6_HEADER_LEN + udp_len,
+                    outer_nh,
+                    outer_fl,
+                    path,
+                )
+                .emit(&mut Ipv6Packet::new_unchecked(&mut buf[at..]));
+                at += IPV6_HEADER_LEN;
+                if let Some(segment) = srh_segment {
+                    emit_srh(&mut buf[at..at + SRH_ONE_SEGMENT_LEN], segment);
+                    at += SRH_ONE_SEGMENT_LEN;
+                }
+                ip(udp_len, next_header::UDP, inner_fl, self.dst_addr)
+                    .emit(&mut Ipv6Packet::new_unchecked(&mut buf[at..]));
+                at += IPV6_HEADER_LEN;
+                at - IPV6_HEADER_LEN
+            }
+        };
+
+        UdpRepr {
+            src_port: ev.udp_sport,
+            dst_port: cfg.udp_dport,
+            length: udp_len as u16,
+            checksum: 0,
+        }
+        .emit(&mut UdpPacket::new_unchecked(&mut buf[at..]));
+        at += UDP_HEADER_LEN;
+
+        BthRepr {
+            ts: self.body.ts_flag(),
+            pad_count: pad as u8,
+            ..self.bth
+        }
+        .emit(&mut BthPacket::new_unchecked(&mut buf[at..]));
+        at += BTH_LEN;
+
+        self.body.emit(&mut buf[at..]);
+        at += self.body.buffer_len();
+
+        let payload = at..at + payload_len;
+        buf[payload.end..payload.end + pad].fill(0);
+        Ok(FrameLayout {
+            len,
+            payload,
+            icrc_from,
+        })
+    }
+
+    /// Emit, copy `payload`, finish: the whole frame in one call. Returns its length.
+    pub fn build(&self, buf: &mut [u8], payload: &[u8], cfg: &WireConfig) -> Result<usize> {
+        let layout = self.emit(buf, payload.len(), cfg)?;
+        buf[layout.payload.clone()].copy_from_slice(payload);
+        layout.finish(buf, cfg);
+        Ok(layout.len)
+    }
+}
+
+impl FrameLayout {
+    /// After the payload is in place: write the ICRC trailer, then the UDP checksum if
+    /// configured (it covers the ICRC; the ICRC masks it).
+    pub fn finish(&self, buf: &mut [u8], cfg: &WireConfig) {
+        let end = self.len - ICRC_LEN;
+        let crc = icrc::compute(&buf[self.icrc_from..end])
+            .expect("emit laid out at least IPv6 + UDP + BTH");
+        let mut trailer = [0u8; ICRC_LEN];
+        icrc::write(crc, &mut trailer);
+        buf[end..self.len].copy_from_slice(&trailer);
+        if cfg.udp_checksum {
+            let ip = Ipv6Packet::new_unchecked(&buf[self.icrc_from..]);
+            let (src, dst) = (ip.src_addr(), ip.dst_addr());
+            let udp_at = self.icrc_from + IPV6_HEADER_LEN;
+            be::set_u16(buf, udp_at + 6, 0);
+            let sum = udp::checksum_ipv6(&src, &dst, &buf[udp_at..self.len]);
+            be::set_u16(buf, udp_at + 6, sum);
+        }
+    }
+}
+
+/// IBTA pads the payload to a multiple of 4 bytes (BTH PadCnt).
+const fn pad_for(payload_len: usize) -> usize {
+    (4 - payload_len % 4) % 4
+}
+
+/// A one-segment SRH carrying the second uSID container (RFC 8754 §2, §4.1.1).
+fn emit_srh(b: &mut [u8], segment: core::net::Ipv6Addr) {
+    b[0] = next_header::IPV6;
+    b[1] = (SRH_ONE_SEGMENT_LEN / 8 - 1) as u8; // Hdr Ext Len, 8-octet units after the first 8
+    b[2] = ROUTING_TYPE_SRH;
+    b[3] = 1; // Segments Left: the DA holds the omitted first segment
+    b[4] = 0; // Last Entry
+    b[5] = 0; // Flags
+    b[6..8].fill(0); // Tag
+    b[8..24].copy_from_slice(&segment.octets());
+}

@@ -1,0 +1,394 @@
+//! Whole-frame tests: build/parse round trips in both modes, trimmed frames, typed errors,
+//! never-panics.
+
+use core::net::Ipv6Addr;
+
+use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress};
+use proptest::prelude::*;
+
+use super::super::aeth::AethRepr;
+use super::super::cc_state::CcStateRepr;
+use super::super::config::{Trimmed, WireConfig};
+use super::super::eeth::EethRepr;
+use super::super::erth::{EndpointOp, ErthRepr};
+use super::super::immdt::ImmDtRepr;
+use super::super::meth::MethRepr;
+use super::super::neth::{NackReason, NethRepr};
+use super::super::opcode::Opcode;
+use super::super::peth::PethRepr;
+use super::super::reth::RethRepr;
+use super::super::seth::{MultipathVerdict, SethRepr};
+use super::super::tseth::TsethRepr;
+use super::super::{BthRepr, WireError};
+use super::*;
+
+fn addr(s: &str) -> Ipv6Addr {
+    s.parse().unwrap()
+}
+
+fn bth(opcode: Opcode, psn: u32) -> BthRepr {
+    BthRepr {
+        opcode,
+        solicited: false,
+        mig_req: false,
+        pad_count: 0,
+        tver: 0,
+        pkey: 0xffff,
+        dest_qp: 0x42,
+        ack_req: true,
+        rtx: false,
+        ts: false,
+        psn,
+    }
+}
+
+fn write_repr(route: Route, payload_len: usize) -> FrameRepr {
+    FrameRepr {
+        src_mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
+        dst_mac: EthernetAddress([2, 0, 0, 0, 0, 2]),
+        route,
+        src_addr: addr("fcbb:bb00:e000::"),
+        dst_addr: addr("fcbb:bb00:e001::"),
+        dscp: Dscp(4),
+        ecn: Ecn::Ect0,
+        entropy: 0x0001_0007,
+        bth: BthRepr {
+            ts: true,
+            pad_count: ((4 - payload_len % 4) % 4) as u8,
+            ..bth(Opcode::WriteOnlyImm, 1000)
+        },
+        body: Body::Write(WriteHeaders {
+            meth: MethRepr { rqmsn: 3, msn: 9 },
+            tseth: Some(TsethRepr::at_nanos(1_000_000)),
+            reth: RethRepr {
+                va: 0x1000,
+                rkey: 0xabcd,
+                dma_len: 4096,
+            },
+            immdt: Some(ImmDtRepr { imm: 0x55aa }),
+        }),
+    }
+}
+
+fn srv6(srh: bool) -> Route {
+    Route::Srv6 {
+        path: addr("fcbb:bb00:1000:2001:1001:e001::"),
+        srh_segment: srh.then(|| addr("fcbb:bb00:2002:1003::")),
+    }
+}
+
+fn build(repr: &FrameRepr, payload: &[u8]) -> Vec<u8> {
+    let cfg = WireConfig::default();
+    let mut buf = vec![0u8; repr.buffer_len(payload.len())];
+    let len = repr.build(&mut buf, payload, &cfg).unwrap();
+    assert_eq!(len, buf.len());
+    buf
+}
+
+#[test]
+fn srv6_write_with_srh_round_trips() {
+    let payload: Vec<u8> = (0..1001u32).map(|i| i as u8).collect();
+    let repr = write_repr(srv6(true), payload.len());
+    let buf = build(&repr, &payload);
+    // 14 + 40 + 24 + 40 + 8 + 12 + 4 + 4 + 16 + 4 + 1001 + 3 pad + 4 ICRC.
+    assert_eq!(buf.len(), 1174);
+    let f = parse_frame(&buf, &WireConfig::default()).unwrap();
+    assert_eq!(f.payload, &payload[..]);
+    assert_eq!(f.trimmed, None);
+    assert!(f.is_srv6());
+    assert_eq!(f.entropy, 0x0001_0007);
+    assert_eq!(f.udp.src_port, 7);
+    assert_eq!(f.outer.flow_label, 1);
+    assert_eq!(f.inner.unwrap().flow_label, 1);
+    assert_eq!(f.outer.next_header, 43);
+    assert_eq!(f.srh.unwrap().segments_left, 1);
+    assert_eq!(f.bth.pad_count, 3);
+    assert!(f.bth.ts);
+    assert_eq!(f.to_repr().unwrap(), repr);
+    assert_eq!(build(&f.to_repr().unwrap(), f.payload), buf);
+}
+
+#[test]
+fn ecmp_and_srv6_without_srh_round_trip_every_control_body() {
+    let seth = SethRepr {
+        verdict: MultipathVerdict::SkipOnce,
+        cack_psn: 77,
+        sack_bitmap: 0b1011,
+        entropy: 0x0001_0007,
+        ..SethRepr::default()
+    };
+    let bodies = [
+        (Opcode::Ack, Body::Ack(AethRepr::ack(5))),
+        (
+            Opcode::Sack,
+            Body::Sack {
+                seth,
+                cc: CcStateRepr {
+                    rcvd_bytes: 12,
+                    ..CcStateRepr::default()
+                },
+            },
+        ),
+        (
+            Opcode::Nack,
+            Body::Nack(NethRepr {
+                hdr_type: 0,
+                next: 0,
+                reason: NackReason::TrimmedLastHop,
+                vendor_info: 0,
+                entropy: 9,
+                spdcid: 1,
+                dpdcid: 2,
+                nack_psn: 1000,
+                cc_type: 0,
+                cc_flags: 0,
+                tx_timestamp: 3,
+            }),
+        ),
+        (
+            Opcode::Probe,
+            Body::Probe(PethRepr {
+                hdr_type: 0,
+                next: 0,
+                vendor_info: 0,
+                probe_id: 4,
+                spdcid: 1,
+                dpdcid: 2,
+                tx_timestamp: 5,
+                tsr: false,
+                format_type: 1,
+            }),
+        ),
+        (
+            Opcode::EndpointRequest,
+            Body::EndpointRequest(ErthRepr {
+                op: EndpointOp::PortStatusUpdate,
+                port_status_mask: 0xfe,
+                tx_timestamp: 1,
+                tsr: false,
+                format_type: 1,
+            }),
+        ),
+        (
+            Opcode::EndpointResponse,
+            Body::EndpointResponse(EethRepr {
+                op: EndpointOp::EvProbe,
+                port_status_mask: 0xff,
+                tx_timestamp: 1,
+                tsr: false,
+                format_type: 1,
+                service_time_ns: 300,
+            }),
+        ),
+    ];
+    for route in [Route::Ecmp, srv6(false)] {
+        for (op, body) in bodies {
+            let repr = FrameRepr {
+                bth: bth(op, 77),
+                body,
+                dscp: Dscp(46),
+                ..write_repr(route, 0)
+            };
+            let buf = build(&repr, &[]);
+            let f = parse_frame(&buf, &WireConfig::default()).unwrap();
+            assert_eq!(f.to_repr().unwrap(), repr, "{op}");
+            assert!(f.payload.is_empty());
+            assert_eq!(f.is_srv6(), route != Route::Ecmp);
+        }
+    }
+}
+
+#[test]
+fn trimmed_frames_are_classified_first_and_still_name_psn_qpn_ev() {
+    let cfg = WireConfig::default();
+    let payload = [7u8; 4000];
+    let mut buf = build(&write_repr(srv6(false), payload.len()), &payload);
+    // A switch trims to trim_size and rewrites the outer DSCP; the lengths keep their values.
+    buf.truncate(usize::from(cfg.trim_size));
+    let tc_byte = |dscp: u8| (6 << 4) | (dscp >> 2);
+    buf[14] = tc_byte(12);
+    let f = parse_frame(&buf, &cfg).unwrap();
+    assert_eq!(f.trimmed, Some(Trimmed::InFabric));
+    assert_eq!((f.bth.psn, f.bth.dest_qp), (1000, 0x42));
+    assert_eq!(f.entropy, 0x0001_0007);
+    assert!(matches!(f.body, Some(Body::Write(w)) if w.reth.va == 0x1000));
+    assert_eq!(f.icrc, None);
+    assert!(f.to_string().contains("TRIMMED (in fabric)"));
+
+    // Trimmed to the BTH only (as the lab's tc-BPF trimmer does), at the last hop.
+    let bth_end = 14 + 40 + 40 + 8 + 12;
+    buf.truncate(bth_end);
+    buf[14] = tc_byte(16);
+    let f = parse_frame(&buf, &cfg).unwrap();
+    assert_eq!(f.trimmed, Some(Trimmed::LastHop));
+    assert_eq!(f.body, None);
+    assert_eq!(f.bth.psn, 1000);
+
+    // The same cut without the DSCP rewrite is a length error, not a trim.
+    buf[14] = tc_byte(4);
+    assert!(matches!(
+        parse_frame(&buf, &cfg),
+        Err(WireError::LengthMismatch { .. })
+    ));
+}
+
+#[test]
+fn corrupt_frames_yield_distinct_typed_errors() {
+    let cfg = WireConfig::default();
+    let payload = [1u8; 64];
+    let good = build(&write_repr(Route::Ecmp, payload.len()), &payload);
+    assert!(parse_frame(&good, &cfg).is_ok());
+
+    let mut bad = good.clone();
+    bad[good.len() - 10] ^= 0x01;
+    assert!(matches!(
+        parse_frame(&bad, &cfg),
+        Err(WireError::BadIcrc { .. })
+    ));
+    let no_check = WireConfig {
+        verify_icrc: false,
+        ..cfg
+    };
+    assert!(parse_frame(&bad, &no_check).is_ok());
+
+    // Fields the ICRC masks may change in flight: hop limit, DSCP/ECN, UDP checksum.
+    let mut hop = good.clone();
+    hop[14 + 7] = 3;
+    hop[14 + 1] |= 0x30; // ECN CE
+    assert_eq!(parse_frame(&hop, &cfg).unwrap().ecn(), Ecn::Ce);
+
+    let mut port = good.clone();
+    port[14 + 40 + 3] = 0x00;
+    assert!(matches!(
+        parse_frame(&port, &cfg),
+        Err(WireError::NotMrcPort(_))
+    ));
+
+    let mut op = good.clone();
+    op[14 + 40 + 8] = 0x04;
+    assert_eq!(parse_frame(&op, &cfg), Err(WireError::UnknownOpcode(0x04)));
+
+    let mut v4 = good.clone();
+    v4[12..14].copy_from_slice(&[0x08, 0x00]);
+    assert_eq!(parse_frame(&v4, &cfg), Err(WireError::NotIpv6(0x0800)));
+
+    let mut nh = good.clone();
+    nh[14 + 6] = 6;
+    assert_eq!(
+        parse_frame(&nh, &cfg),
+        Err(WireError::UnexpectedNextHeader(6))
+    );
+
+    let mut udp_len = good.clone();
+    udp_len[14 + 40 + 5] ^= 0x01;
+    assert!(matches!(
+        parse_frame(&udp_len, &cfg),
+        Err(WireError::LengthMismatch {
+            what: "UDP length",
+            ..
+        })
+    ));
+
+    assert!(matches!(
+        parse_frame(&good[..20], &cfg),
+        Err(WireError::Truncated { .. })
+    ));
+    // Trailing bytes (an FCS) are ignored.
+    let mut fcs = good.clone();
+    fcs.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    assert_eq!(parse_frame(&fcs, &cfg).unwrap().payload, &payload[..]);
+}
+
+#[test]
+fn small_buffers_are_refused() {
+    let repr = write_repr(Route::Ecmp, 100);
+    let mut buf = [0u8; 100];
+    assert_eq!(
+        repr.emit(&mut buf, 100, &WireConfig::default()),
+        Err(WireError::BufferTooSmall {
+            need: repr.buffer_len(100),
+            have: 100
+        })
+    );
+}
+
+#[test]
+fn udp_checksum_when_configured_is_valid() {
+    let cfg = WireConfig {
+        udp_checksum: true,
+        ..WireConfig::default()
+    };
+    let repr = write_repr(srv6(false), 10);
+    let mut buf = vec![0u8; repr.buffer_len(10)];
+    repr.build(&mut buf, &[3u8; 10], &cfg).unwrap();
+    let udp_at = 14 + 80;
+    let carried = u16::from_be_bytes([buf[udp_at + 6], buf[udp_at + 7]]);
+    assert_ne!(carried, 0);
+    let mut zeroed = buf[udp_at..].to_vec();
+    zeroed[6..8].fill(0);
+    assert_eq!(
+        super::super::udp::checksum_ipv6(&repr.src_addr, &repr.dst_addr, &zeroed),
+        carried
+    );
+    assert!(parse_frame(&buf, &cfg).is_ok());
+}
+
+fn arb_repr() -> impl Strategy<Value = (FrameRepr, usize)> {
+    (
+        0u8..3,
+        any::<u32>(),
+        0u32..0x0100_0000,
+        any::<bool>(),
+        any::<u64>(),
+        0usize..300,
+        0u8..64,
+        0u8..4,
+    )
+        .prop_map(|(mode, ev, psn, ts, va, len, dscp, ecn)| {
+            let route = match mode {
+                0 => Route::Ecmp,
+                1 => srv6(false),
+                _ => srv6(true),
+            };
+            let mut r = write_repr(route, len);
+            r.entropy = ev;
+            r.bth.psn = psn;
+            r.bth.ts = ts;
+            r.dscp = Dscp(if dscp == 12 || dscp == 16 { 4 } else { dscp });
+            r.ecn = Ecn::from_bits(ecn);
+            if let Body::Write(w) = &mut r.body {
+                w.reth.va = va;
+                w.tseth = ts.then_some(TsethRepr::at_nanos(va));
+            }
+            (r, len)
+        })
+}
+
+proptest! {
+    #[test]
+    fn emit_parse_emit_is_identity((repr, len) in arb_repr(), seed in any::<u8>()) {
+        let payload: Vec<u8> = (0..len).map(|i| (i as u8) ^ seed).collect();
+        let buf = build(&repr, &payload);
+        let f = parse_frame(&buf, &WireConfig::default()).unwrap();
+        prop_assert_eq!(f.payload, &payload[..]);
+        prop_assert_eq!(f.to_repr().unwrap(), repr);
+        prop_assert_eq!(build(&f.to_repr().unwrap(), f.payload), buf);
+    }
+
+    #[test]
+    fn never_panics_on_random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let _ = parse_frame(&bytes, &WireConfig::default()).map(|f| f.to_string());
+    }
+
+    #[test]
+    fn never_panics_on_mutated_frames((repr, len) in arb_repr(), edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6), cut in any::<usize>()) {
+        let mut buf = build(&repr, &vec![9u8; len]);
+        for (at, v) in edits {
+            let n = buf.len();
+            buf[at % n] = v;
+        }
+        let n = buf.len();
+        buf.truncate(cut % (n + 1));
+        let _ = parse_frame(&buf, &WireConfig::default()).map(|f| f.to_string());
+    }
+}
