@@ -6,10 +6,23 @@
 //! counted with the nominal packet size of [`nominal_packet_bytes`]) and, for rate-based
 //! baselines, for the earliest time the next packet may leave; it reports every send, SACK,
 //! NACK and loss.
+//!
+//! | profile | controller | what for |
+//! |---|---|---|
+//! | [`CcProfile::Nscc`] | [`Nscc`] | MRC's own (`"uet-1.0-nscc"`): ECN × delay quadrants, Quick Adapt |
+//! | [`CcProfile::Fixed`] | [`FixedWindow`] | a constant window, for tests not about CC |
+//! | [`CcProfile::Dcqcn`] | [`Dcqcn`] | the RoCE baseline's rate controller, paced |
 
+mod dcqcn;
 mod fixed;
+mod nscc;
 
+#[cfg(test)]
+mod model;
+
+pub use dcqcn::{Dcqcn, DcqcnConfig, DcqcnStage};
 pub use fixed::FixedWindow;
+pub use nscc::{Nscc, NsccConfig, NsccParams, NsccStats};
 
 use core::fmt;
 
@@ -122,6 +135,10 @@ pub enum CcProfile {
         /// Window in nominal bytes; `None` = one bandwidth-delay product.
         window_bytes: Option<u64>,
     },
+    /// NSCC, MRC's own controller (`"uet-1.0-nscc"`, brief §3.4).
+    Nscc(NsccConfig),
+    /// A DCQCN rate controller, for the RoCE-like baseline.
+    Dcqcn(DcqcnConfig),
 }
 
 impl Default for CcProfile {
@@ -133,11 +150,13 @@ impl Default for CcProfile {
 /// Build the controller a profile names, sized from the path facts (a factory, as quinn's
 /// congestion controllers are built).
 pub fn build(profile: &CcProfile, facts: &PathFacts) -> Box<dyn CongestionController> {
-    match *profile {
+    match profile {
         CcProfile::Fixed { window_bytes } => {
             Box::new(FixedWindow::new(window_bytes.unwrap_or_else(|| {
                 facts.bdp_bytes().max(u64::from(facts.mtu_bytes))
             })))
         }
+        CcProfile::Nscc(config) => Box::new(Nscc::new(config, facts)),
+        CcProfile::Dcqcn(config) => Box::new(Dcqcn::new(config, facts)),
     }
 }
