@@ -1,1 +1,3 @@
 //! Shared code of the mrc-rs command-line tools.
+
+pub mod fabric;

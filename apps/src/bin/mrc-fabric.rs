@@ -1,4 +1,37 @@
-//! `mrc-fabric`: fabric plans, uSID paths, Linux SRv6 configuration, frame decoding.
-fn main() {
-    println!("mrc-fabric");
+//! `mrc-fabric`: fabric plans, uSID paths and the Linux SRv6 namespace fabric.
+//!
+//! ```text
+//! mrc-fabric paths small --from h0 --to h3 [--plane 0]
+//! mrc-fabric linux small --prefix mrc | sh
+//! mrc-fabric linux small --prefix mrc --teardown | sh
+//! ```
+//! Each subcommand lives in its own module under `mrc_apps::fabric`.
+
+use clap::{Parser, Subcommand};
+use mrc_apps::fabric;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mrc-fabric",
+    version,
+    about = "MRC fabric plans, uSID paths and Linux SRv6 fabrics"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the uSID paths between two hosts of a plan.
+    Paths(fabric::paths::Args),
+    /// Print the shell script that builds (or tears down) the plan as Linux namespaces.
+    Linux(fabric::linux::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Paths(args) => fabric::paths::run(&args),
+        Command::Linux(args) => fabric::linux::run(&args),
+    }
 }

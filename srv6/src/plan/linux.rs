@@ -145,18 +145,16 @@ impl Plan {
             self.mtu
         );
         s.push_str("\n# Namespaces and sysctls (defaults first: new interfaces inherit them).\n");
+        let _ = writeln!(s, "SYSCTL_ALL=\"{}\"", SYSCTLS_ALL.join(" "));
+        let _ = writeln!(s, "SYSCTL_SWITCH=\"{}\"", SYSCTLS_SWITCH.join(" "));
         for node in self.nodes() {
             let ns = self.netns_name(prefix, node);
-            let mut sysctls: Vec<&str> = SYSCTLS_ALL.to_vec();
-            if matches!(node, NodeId::Switch(_)) {
-                sysctls.extend_from_slice(SYSCTLS_SWITCH);
-            }
+            let vars = match node {
+                NodeId::Host(_) => "$SYSCTL_ALL",
+                NodeId::Switch(_) => "$SYSCTL_ALL $SYSCTL_SWITCH",
+            };
             let _ = writeln!(s, "ip netns add {ns}");
-            let _ = writeln!(
-                s,
-                "ip netns exec {ns} sysctl -qw {} >/dev/null",
-                sysctls.join(" ")
-            );
+            let _ = writeln!(s, "ip netns exec {ns} sysctl -qw {vars} >/dev/null");
         }
 
         s.push_str("\n# Links: host p<plane> <-> T0 d<k>; T0 u<spine> <-> T1 d<rack>.\n");
@@ -299,7 +297,7 @@ impl Plan {
         let f = self.format();
         let _ = writeln!(
             s,
-            "route replace {}/{} encap seg6local action End.DT6 table main dev sr0",
+            "route replace {}/{} encap seg6local action End.DT6 table local dev sr0",
             self.host_sid_addr(h),
             f.locator_len()
         );

@@ -374,7 +374,7 @@ fn linux_config_is_deterministic_and_complete() {
     ));
     assert!(cfg.contains("route replace fcbb:bb00:2001::/48 via fe80::2 dev u1"));
     assert!(cfg.contains(
-        "route replace fcbb:bb00:8003::/48 encap seg6local action End.DT6 table main dev sr0"
+        "route replace fcbb:bb00:8003::/48 encap seg6local action End.DT6 table local dev sr0"
     ));
     assert!(cfg.contains(
         "ip -n t-h0 link add p0 address 02:00:00:00:00:00 mtu 3000 type veth peer name d0"
