@@ -14,7 +14,9 @@
 //!   to that neighbour.
 //! - Each host owns the address its paths end on (`block : last uSID ::`) as `seg6local End.DT6`
 //!   (decapsulate, deliver the inner packet to its NIC address on `lo`), and reaches the fabric
-//!   of plane `p` through the /48 of its T0 of plane `p`.
+//!   of plane `p` through the /48 of its T0 of plane `p`. The decapsulated packet is looked up
+//!   in `table local`: with `table main` the NIC address (a local route) is not found and the
+//!   kernel counts Ip6InNoRoutes.
 //!
 //! Per-downlink routes do the last hop: End.X with next-csid (which iproute2 6.1 accepts) would
 //! shift an exhausted container and fall back to classic End.X, dropping SRH-less packets.
