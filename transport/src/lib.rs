@@ -5,7 +5,15 @@
 #![forbid(unsafe_code)]
 
 pub mod cc;
+pub mod config;
+pub mod ev;
+pub mod reliability;
+mod rng;
+mod slab;
+pub mod stats;
 pub mod time;
+pub mod verbs;
 pub mod wire;
 
+pub use config::{EndpointConfig, PathMode, PortConfig};
 pub use time::{Duration, Instant};

@@ -1,0 +1,321 @@
+//! The engine's configuration: every default of `docs/PROTOCOL.md` that the engine owns is a
+//! constant in [`defaults`], defined here once; the wire knobs live in the wire module's
+//! `WireConfig`, embedded here.
+
+use core::net::Ipv6Addr;
+use std::sync::Arc;
+
+use mrc_srv6::wire::EthernetAddress;
+
+use crate::cc::CcProfile;
+use crate::ev::PathSource;
+use crate::time::Duration;
+use crate::wire::WireConfig;
+
+/// Every default the engine uses, in one place.
+pub mod defaults {
+    use crate::time::Duration;
+
+    /// Send work requests per QP.
+    pub const MAX_SEND_WR: u32 = 1024;
+    /// Receive work requests per QP.
+    pub const MAX_RECV_WR: u32 = 1024;
+    /// Gather entries per send work request.
+    pub const MAX_SEND_SGE: u32 = 4;
+    /// MPR in PSNs (the OCP example's MPR = 8 × 128, brief §3.5).
+    pub const MPR: u32 = 1024;
+    /// Outstanding Write-with-Immediate messages (OCP example, brief §3.5).
+    pub const WIMM_LIMIT: u16 = 128;
+    /// QP retry timeout exponent: 1.024 µs × 2^14 ≈ 16.8 ms (brief §3.7).
+    pub const TIMEOUT_EXPONENT: u8 = 14;
+    /// Linear retries before backing off (PROTOCOL.md).
+    pub const RETRY_LINEAR: u8 = 7;
+    /// Exponential retries after the linear ones (PROTOCOL.md).
+    pub const RETRY_EXP: u8 = 25;
+    /// EVs per plane (PROTOCOL.md: 256 per QP = 32 per plane with 8 planes).
+    pub const EVS_PER_PLANE: u16 = 32;
+    /// Active EVs per plane (PROTOCOL.md: 128 active of 256).
+    pub const ACTIVE_EVS_PER_PLANE: u16 = 16;
+    /// Active EVs per plane that path-failure demotions never go below (`ev_min_active`).
+    pub const EV_FLOOR_PER_PLANE: u16 = 2;
+    /// Rotations between reshuffles of the EV order (brief §3.2).
+    pub const RESHUFFLE_ROUNDS: u32 = 4;
+    /// Consecutive successful probes that bring a retired EV back (PROTOCOL.md).
+    pub const PROBE_SUCCESSES: u8 = 3;
+    /// ECMP mode: EVs failing within [`REMAP_WINDOW`] that are read as a remap of the fabric's
+    /// hashing rather than as individual path failures (brief §8.2).
+    pub const REMAP_BURST: u16 = 8;
+    /// ECMP mode: the window of [`REMAP_BURST`].
+    pub const REMAP_WINDOW: Duration = Duration::from_micros(200);
+    /// RTT assumed before the first sample.
+    pub const INITIAL_RTT: Duration = Duration::from_micros(20);
+    /// Smallest per-packet path-failure timeout.
+    pub const PTO_MIN: Duration = Duration::from_micros(50);
+    /// Per-packet timeout in smoothed RTTs (plus 4 × RTT variance).
+    pub const PTO_SRTT_MULTIPLIER: u32 = 3;
+    /// Smallest reordering window of loss inference (RACK-style; brief §3.6).
+    pub const REORDER_MIN: Duration = Duration::from_micros(4);
+    /// First probe of a retired EV, and the spacing of the probes that bring it back.
+    pub const PROBE_INTERVAL_MIN: Duration = Duration::from_micros(100);
+    /// Probe backoff ceiling for an EV that keeps failing (brief §3.3: ~10 ms).
+    pub const PROBE_INTERVAL_MAX: Duration = Duration::from_millis(10);
+    /// SACK coalescing: at most this many data packets per SACK without another trigger.
+    pub const SACK_EVERY_PACKETS: u32 = 4;
+    /// SACK coalescing: at most this many payload bytes per SACK.
+    pub const SACK_EVERY_BYTES: u32 = 16 * 1024;
+    /// SACK coalescing: at most this delay before a pending SACK leaves.
+    pub const SACK_DELAY: Duration = Duration::from_micros(2);
+    /// Payload bytes per data packet.
+    pub const PAYLOAD_MTU: u32 = 4096;
+    /// Line rate assumed per port when the configuration does not say.
+    pub const PORT_LINE_RATE_BPS: u64 = 100_000_000_000;
+}
+
+/// One local port: one network plane (MRC 1.0 multi-plane, brief §5.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortConfig {
+    /// The port's MAC address (Ethernet source).
+    pub mac: EthernetAddress,
+    /// The MAC of the switch (or peer) the port is cabled to (Ethernet destination).
+    pub next_hop_mac: EthernetAddress,
+    /// Line rate in bits per second (sizes congestion windows).
+    pub line_rate_bps: u64,
+}
+
+impl PortConfig {
+    /// A port with the default line rate.
+    pub const fn new(mac: EthernetAddress, next_hop_mac: EthernetAddress) -> Self {
+        Self {
+            mac,
+            next_hop_mac,
+            line_rate_bps: defaults::PORT_LINE_RATE_BPS,
+        }
+    }
+}
+
+/// How paths are named.
+#[derive(Debug, Clone)]
+pub enum PathMode {
+    /// SRv6 uSID source routing (PROTOCOL.md default): EVs are paths of the fabric plan.
+    Srv6 {
+        paths: Arc<dyn PathSource>,
+        /// This NIC's host id in the plan.
+        host: u32,
+    },
+    /// Fabrics without SRv6: EVs are UDP source ports + flow labels the switches hash.
+    Ecmp,
+}
+
+/// Which EV selection policy a profile uses (built by [`crate::ev::build_selector`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SelectorKind {
+    /// Spraying in SRv6 mode, recycling in ECMP mode.
+    #[default]
+    Auto,
+    /// Pseudo-random rotation over the active set, plane-balanced, reshuffled periodically
+    /// (brief §3.2).
+    Spray,
+    /// ECMP: EVs whose feedback came back clean are reused first; the rotation explores only
+    /// when none is waiting (brief §8.2, REPS-style).
+    Recycle,
+    /// One path per QP (the RoCE-like baseline).
+    SinglePath,
+}
+
+/// An EV profile (the API's `mrc_ctl` EV profiles, brief §3.1, §7.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvProfile {
+    pub evs_per_plane: u16,
+    pub active_per_plane: u16,
+    pub floor_per_plane: u16,
+    pub reshuffle_rounds: u32,
+    pub selector: SelectorKind,
+    pub probe_successes: u8,
+    pub remap_burst: u16,
+    pub remap_window: Duration,
+}
+
+impl Default for EvProfile {
+    fn default() -> Self {
+        Self {
+            evs_per_plane: defaults::EVS_PER_PLANE,
+            active_per_plane: defaults::ACTIVE_EVS_PER_PLANE,
+            floor_per_plane: defaults::EV_FLOOR_PER_PLANE,
+            reshuffle_rounds: defaults::RESHUFFLE_ROUNDS,
+            selector: SelectorKind::Auto,
+            probe_successes: defaults::PROBE_SUCCESSES,
+            remap_burst: defaults::REMAP_BURST,
+            remap_window: defaults::REMAP_WINDOW,
+        }
+    }
+}
+
+/// Timers of loss detection and path health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimerConfig {
+    pub initial_rtt: Duration,
+    pub pto_min: Duration,
+    pub pto_srtt_multiplier: u32,
+    pub reorder_min: Duration,
+    pub probe_interval_min: Duration,
+    pub probe_interval_max: Duration,
+}
+
+impl Default for TimerConfig {
+    fn default() -> Self {
+        Self {
+            initial_rtt: defaults::INITIAL_RTT,
+            pto_min: defaults::PTO_MIN,
+            pto_srtt_multiplier: defaults::PTO_SRTT_MULTIPLIER,
+            reorder_min: defaults::REORDER_MIN,
+            probe_interval_min: defaults::PROBE_INTERVAL_MIN,
+            probe_interval_max: defaults::PROBE_INTERVAL_MAX,
+        }
+    }
+}
+
+/// SACK coalescing of the default SACK policy (brief §4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckConfig {
+    pub every_packets: u32,
+    pub every_bytes: u32,
+    pub delay: Duration,
+}
+
+impl Default for AckConfig {
+    fn default() -> Self {
+        Self {
+            every_packets: defaults::SACK_EVERY_PACKETS,
+            every_bytes: defaults::SACK_EVERY_BYTES,
+            delay: defaults::SACK_DELAY,
+        }
+    }
+}
+
+/// Bounds on every table of an endpoint: whatever the input, its state stays within them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_qps: u32,
+    pub max_mrs: u32,
+    pub max_pds: u32,
+    pub max_cqs: u32,
+    pub max_cq_depth: u32,
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_mpr: u32,
+    pub max_wimm: u16,
+    pub max_message_bytes: u64,
+    /// Events waiting in `poll_event` (more are counted and dropped).
+    pub max_events: u32,
+    /// NACKs waiting to leave per QP (more are counted and dropped; the peer's timers recover).
+    pub max_pending_nacks: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_qps: 4096,
+            max_mrs: 4096,
+            max_pds: 256,
+            max_cqs: 1024,
+            max_cq_depth: 1 << 16,
+            max_send_wr: 1 << 14,
+            max_recv_wr: 1 << 14,
+            max_send_sge: 16,
+            max_mpr: 1 << 16,
+            max_wimm: 4096,
+            max_message_bytes: 1 << 31,
+            max_events: 4096,
+            max_pending_nacks: 64,
+        }
+    }
+}
+
+/// Everything an [`Endpoint`](crate::Endpoint) is built from.
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// Seed of every random choice: same seed, same inputs, same outputs.
+    pub seed: u64,
+    /// This NIC's IPv6 address (same on every plane).
+    pub nic_addr: Ipv6Addr,
+    /// Local ports; port `i` is plane `i`.
+    pub ports: Vec<PortConfig>,
+    pub path_mode: PathMode,
+    /// Wire knobs (UDP port, DSCPs, trim size, entropy layout): `docs/PROTOCOL.md`.
+    pub wire: WireConfig,
+    /// Send a TSETH in every data packet, so SACKs echo an unambiguous RTT sample.
+    pub tseth: bool,
+    /// Payload bytes per data packet.
+    pub payload_mtu: u32,
+    /// EV profiles, indexed by `InitAttr::ev_profile`.
+    pub ev_profiles: Vec<EvProfile>,
+    /// CC profiles, indexed by `InitAttr::cc_profile`.
+    pub cc_profiles: Vec<CcProfile>,
+    pub timers: TimerConfig,
+    pub ack: AckConfig,
+    pub limits: Limits,
+}
+
+impl EndpointConfig {
+    /// A configuration with every default, for a NIC at `nic_addr` with these ports.
+    pub fn new(seed: u64, nic_addr: Ipv6Addr, ports: Vec<PortConfig>, path_mode: PathMode) -> Self {
+        Self {
+            seed,
+            nic_addr,
+            ports,
+            path_mode,
+            wire: WireConfig::default(),
+            tseth: true,
+            payload_mtu: defaults::PAYLOAD_MTU,
+            ev_profiles: vec![EvProfile::default()],
+            cc_profiles: vec![CcProfile::default()],
+            timers: TimerConfig::default(),
+            ack: AckConfig::default(),
+            limits: Limits::default(),
+        }
+    }
+
+    /// Check the configuration is usable.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.ports.is_empty() || self.ports.len() > 32 {
+            return Err(ConfigError::Ports(self.ports.len()));
+        }
+        if !(64..=9000).contains(&self.payload_mtu) {
+            return Err(ConfigError::PayloadMtu(self.payload_mtu));
+        }
+        if self.ev_profiles.is_empty() || self.cc_profiles.is_empty() {
+            return Err(ConfigError::NoProfile);
+        }
+        for p in &self.ev_profiles {
+            if p.evs_per_plane == 0
+                || p.active_per_plane == 0
+                || p.active_per_plane > p.evs_per_plane
+                || p.floor_per_plane > p.active_per_plane
+                || u32::from(p.evs_per_plane) * self.ports.len() as u32 > 1 << 12
+                || p.probe_successes == 0
+            {
+                return Err(ConfigError::EvProfile);
+            }
+        }
+        if self.limits.max_qps > 1 << 14 || self.limits.max_mpr > 1 << 20 {
+            return Err(ConfigError::Limits);
+        }
+        Ok(())
+    }
+}
+
+/// A configuration the engine cannot run with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0} ports: need 1..=32")]
+    Ports(usize),
+    #[error("payload MTU {0} outside 64..=9000")]
+    PayloadMtu(u32),
+    #[error("at least one EV profile and one CC profile are needed")]
+    NoProfile,
+    #[error("EV profile sizes are inconsistent (or above 4096 EVs per QP)")]
+    EvProfile,
+    #[error("limits exceed what QPN and PSN spaces can index")]
+    Limits,
+}

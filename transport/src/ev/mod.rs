@@ -1,0 +1,102 @@
+//! Entropy values (EVs): the paths one QP sprays over (MRC 1.0 §6, brief §3.1–§3.3, §3.9).
+//!
+//! - [`EvTable`]: a QP's EVs with their health states (GOOD / SKIP / ASSUMED_BAD / DENIED),
+//!   active and backup sets per plane, same-plane replacement with a per-plane floor, probe
+//!   schedule of retired EVs with hysteresis, and the reverse EVs control packets leave on.
+//! - Generation: from the fabric plan's paths in SRv6 mode ([`PathSource`]), random source
+//!   ports and flow labels in ECMP mode.
+//! - [`EvSelector`]: per-packet choice, a small trait built by [`build_selector`]: spraying in
+//!   a plane-balanced pseudo-random rotation, REPS-style recycling for ECMP, or a single path.
+//! - [`RemapDetector`]: ECMP mode's reading of a burst of failures as a remap.
+
+mod path;
+mod remap;
+mod selector;
+mod table;
+
+pub use path::{PathSource, SrPath};
+pub use remap::RemapDetector;
+pub use selector::{EvSelector, Recycle, SinglePath, Spray, build_selector};
+pub use table::{EvChange, EvTable, Retire};
+
+use core::fmt;
+
+use crate::stats::EvStats;
+use crate::time::{Duration, Instant};
+
+/// An EV's index in its QP's table.
+pub type EvId = u16;
+
+/// Health of an EV (brief §3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EvState {
+    /// Usable.
+    Good,
+    /// Bypassed for the rest of the current rotation (trim or ECN on it), then usable again.
+    Skip,
+    /// Retired after a silent loss; comes back only after consecutive successful probes.
+    AssumedBad,
+    /// Administratively denied; never used, never probed.
+    Denied,
+}
+
+impl fmt::Display for EvState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Good => "GOOD",
+            Self::Skip => "SKIP",
+            Self::AssumedBad => "ASSUMED_BAD",
+            Self::Denied => "DENIED",
+        })
+    }
+}
+
+/// Which set an EV belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EvRole {
+    /// In the rotation.
+    Active,
+    /// Waiting to replace a retired EV of its plane.
+    Backup,
+    /// Out of both sets (ASSUMED_BAD or DENIED).
+    Out,
+}
+
+/// How EVs are named on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EvKind {
+    /// SRv6: the EV names a path of the plan; the UDP source port carries the EV's index.
+    Srv6,
+    /// ECMP: the EV is what switches hash; the flow label's low 12 bits carry the index.
+    Ecmp,
+}
+
+/// Probe bookkeeping of a retired EV (brief §3.3 [I]: hysteresis, backoff).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeState {
+    /// When the next probe may leave.
+    pub next_at: Instant,
+    /// Current spacing between failed probes (doubles up to the configured maximum).
+    pub interval: Duration,
+    /// Consecutive successes so far.
+    pub successes: u8,
+    /// Send time of the probe awaiting an answer.
+    pub outstanding: Option<Instant>,
+}
+
+/// One EV.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ev {
+    /// The plane (= local port) it leaves on.
+    pub plane: u8,
+    pub state: EvState,
+    pub role: EvRole,
+    /// Rotation during which a SKIP holds.
+    pub skip_round: u32,
+    /// The 32-bit EV on the wire (UDP source port + flow label).
+    pub entropy: u32,
+    /// SRv6 mode: the route.
+    pub path: Option<SrPath>,
+    pub probe: ProbeState,
+    pub stats: EvStats,
+}

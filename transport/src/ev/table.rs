@@ -1,0 +1,638 @@
+//! A QP's EV table (brief §3.1–§3.3, §3.9): the EVs, their states and sets, replacement,
+//! probing and reverse EVs.
+
+use core::ops::Range;
+use std::collections::VecDeque;
+
+use super::{Ev, EvId, EvKind, EvRole, EvState, PathSource, ProbeState};
+use crate::config::{EvProfile, TimerConfig};
+use crate::rng::Rng;
+use crate::stats::EvStats;
+use crate::time::{Duration, Instant};
+use crate::wire::EntropyOrder;
+use crate::wire::entropy::srv6_ev;
+
+/// Index bits an ECMP-mode EV carries in its flow label (the rest is random).
+const ECMP_INDEX_BITS: u32 = 12;
+/// State changes kept for `poll_event` before the oldest are dropped.
+const MAX_CHANGES: usize = 64;
+
+/// A state change worth reporting (to or from ASSUMED_BAD or DENIED; SKIPs are only counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvChange {
+    pub ev: EvId,
+    pub plane: u8,
+    pub from: EvState,
+    pub to: EvState,
+}
+
+/// What [`EvTable::retire`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retire {
+    /// Retired; a backup of the same plane took its place if one was left.
+    Retired { replacement: Option<EvId> },
+    /// Its plane is at the floor of active EVs with no backup left: skipped instead.
+    FloorHeld,
+    /// It was already out (retired or denied).
+    AlreadyOut,
+}
+
+/// A QP's EVs.
+#[derive(Debug)]
+pub struct EvTable {
+    kind: EvKind,
+    order: EntropyOrder,
+    profile: EvProfile,
+    evs: Vec<Ev>,
+    planes: Vec<Range<u16>>,
+    active_in_plane: Vec<u16>,
+    round: u32,
+    generation: u64,
+    skipped: Vec<EvId>,
+    retired: Vec<EvId>,
+    next_probe_at: Option<Instant>,
+    probe_min: Duration,
+    probe_max: Duration,
+    reverse: Vec<Option<EvId>>,
+    changes: VecDeque<EvChange>,
+    changes_dropped: u64,
+}
+
+impl EvTable {
+    /// SRv6 mode: for each plane, a random subset of the plan's paths from `src` to `dst`
+    /// (brief §3.1: equal count per plane, senders do not coordinate).
+    #[allow(clippy::too_many_arguments)]
+    pub fn srv6(
+        profile: &EvProfile,
+        timers: &TimerConfig,
+        planes: u8,
+        paths: &dyn PathSource,
+        src: u32,
+        dst: u32,
+        order: EntropyOrder,
+        rng: &mut Rng,
+    ) -> Self {
+        let mut evs = Vec::new();
+        let mut ranges = Vec::new();
+        for plane in 0..planes {
+            let start = evs.len() as u16;
+            let count = paths.path_count(src, dst, plane);
+            let want = usize::from(profile.evs_per_plane).min(count);
+            for index in pick_distinct(count, want, rng) {
+                let Some(path) = paths.path(src, dst, plane, index) else {
+                    continue;
+                };
+                let id = evs.len() as u16;
+                let entropy = srv6_ev(order, id, rng.next_u32() as u16);
+                evs.push(new_ev(plane, entropy, Some(path)));
+            }
+            ranges.push(start..evs.len() as u16);
+        }
+        Self::from_parts(EvKind::Srv6, order, profile, timers, evs, ranges)
+    }
+
+    /// ECMP mode: random source ports and flow labels, the EV's index in the flow label's low
+    /// bits so feedback can name it (brief §3.1 [I], §8.2).
+    pub fn ecmp(
+        profile: &EvProfile,
+        timers: &TimerConfig,
+        planes: u8,
+        order: EntropyOrder,
+        rng: &mut Rng,
+    ) -> Self {
+        let mut evs = Vec::new();
+        let mut ranges = Vec::new();
+        for plane in 0..planes {
+            let start = evs.len() as u16;
+            for _ in 0..profile.evs_per_plane {
+                let id = evs.len() as u16;
+                evs.push(new_ev(plane, ecmp_entropy(order, id, rng), None));
+            }
+            ranges.push(start..evs.len() as u16);
+        }
+        Self::from_parts(EvKind::Ecmp, order, profile, timers, evs, ranges)
+    }
+
+    fn from_parts(
+        kind: EvKind,
+        order: EntropyOrder,
+        profile: &EvProfile,
+        timers: &TimerConfig,
+        evs: Vec<Ev>,
+        planes: Vec<Range<u16>>,
+    ) -> Self {
+        let n = evs.len();
+        let mut t = Self {
+            kind,
+            order,
+            profile: *profile,
+            evs,
+            active_in_plane: vec![0; planes.len()],
+            reverse: vec![None; planes.len()],
+            planes,
+            round: 0,
+            generation: 0,
+            skipped: Vec::with_capacity(n),
+            retired: Vec::with_capacity(n),
+            next_probe_at: None,
+            probe_min: timers.probe_interval_min,
+            probe_max: timers.probe_interval_max,
+            changes: VecDeque::with_capacity(MAX_CHANGES),
+            changes_dropped: 0,
+        };
+        t.assign_roles();
+        t
+    }
+
+    /// The first `active_per_plane` usable EVs of each plane are active, the rest backup.
+    fn assign_roles(&mut self) {
+        for (p, range) in self.planes.iter().enumerate() {
+            let mut active = 0;
+            for id in range.clone() {
+                let e = &mut self.evs[usize::from(id)];
+                if matches!(e.state, EvState::AssumedBad | EvState::Denied) {
+                    e.role = EvRole::Out;
+                } else if active < self.profile.active_per_plane {
+                    e.role = EvRole::Active;
+                    active += 1;
+                } else {
+                    e.role = EvRole::Backup;
+                }
+            }
+            self.active_in_plane[p] = active;
+        }
+        self.generation += 1;
+    }
+
+    pub fn kind(&self) -> EvKind {
+        self.kind
+    }
+
+    /// Number of EVs.
+    pub fn len(&self) -> usize {
+        self.evs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.evs.is_empty()
+    }
+
+    /// Number of planes.
+    pub fn planes(&self) -> usize {
+        self.planes.len()
+    }
+
+    /// The EVs of `plane`.
+    pub fn plane_range(&self, plane: usize) -> Range<u16> {
+        self.planes.get(plane).cloned().unwrap_or(0..0)
+    }
+
+    pub fn ev(&self, id: EvId) -> &Ev {
+        &self.evs[usize::from(id)]
+    }
+
+    pub fn get(&self, id: EvId) -> Option<&Ev> {
+        self.evs.get(usize::from(id))
+    }
+
+    pub fn stats_mut(&mut self, id: EvId) -> &mut EvStats {
+        &mut self.evs[usize::from(id)].stats
+    }
+
+    /// Current rotation number.
+    pub fn round(&self) -> u32 {
+        self.round
+    }
+
+    /// Bumped whenever the active set changes (selectors rebuild their order then).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The EV a feedback packet's echoed entropy names, if it is one of ours.
+    pub fn lookup(&self, entropy: u32) -> Option<EvId> {
+        let fields = self.order.split(entropy);
+        let id = match self.kind {
+            EvKind::Srv6 => fields.udp_sport,
+            EvKind::Ecmp => (fields.flow_label & ((1 << ECMP_INDEX_BITS) - 1)) as u16,
+        };
+        let e = self.evs.get(usize::from(id))?;
+        (e.entropy == entropy).then_some(id)
+    }
+
+    /// Usable now: active, GOOD (or SKIP from an earlier rotation), on a plane in `planes`.
+    #[inline]
+    pub fn usable(&self, id: EvId, planes: u32) -> bool {
+        let e = &self.evs[usize::from(id)];
+        e.role == EvRole::Active
+            && planes & (1 << e.plane) != 0
+            && match e.state {
+                EvState::Good => true,
+                EvState::Skip => e.skip_round < self.round,
+                _ => false,
+            }
+    }
+
+    /// A new rotation starts: SKIPs of earlier rotations are over.
+    pub fn next_round(&mut self) {
+        self.round = self.round.wrapping_add(1);
+        for id in self.skipped.drain(..) {
+            let e = &mut self.evs[usize::from(id)];
+            if e.state == EvState::Skip {
+                e.state = EvState::Good;
+            }
+        }
+    }
+
+    /// Skip a GOOD EV for the rest of this rotation (trim or ECN on it, brief §3.3).
+    pub fn skip(&mut self, id: EvId) {
+        let e = &mut self.evs[usize::from(id)];
+        if e.state == EvState::Good {
+            e.state = EvState::Skip;
+            e.skip_round = self.round;
+            e.stats.state_changes += 1;
+            self.skipped.push(id);
+        }
+    }
+
+    /// Retire an EV after a silent loss (brief §3.3: ASSUMED_BAD, replaced from the same
+    /// plane's backups), unless that would take its plane below the floor of active EVs.
+    pub fn retire(&mut self, id: EvId, now: Instant) -> Retire {
+        let e = self.evs[usize::from(id)];
+        if matches!(e.state, EvState::AssumedBad | EvState::Denied) {
+            return Retire::AlreadyOut;
+        }
+        let plane = usize::from(e.plane);
+        let mut replacement = None;
+        if e.role == EvRole::Active {
+            replacement = self.plane_range(plane).find(|&b| {
+                let b = &self.evs[usize::from(b)];
+                b.role == EvRole::Backup && b.state == EvState::Good
+            });
+            if replacement.is_none() && self.active_in_plane[plane] <= self.profile.floor_per_plane
+            {
+                self.skip(id);
+                return Retire::FloorHeld;
+            }
+        }
+        self.take_out(id, EvState::AssumedBad);
+        let ev = &mut self.evs[usize::from(id)];
+        ev.probe = ProbeState {
+            next_at: now + self.probe_min,
+            interval: self.probe_min,
+            successes: 0,
+            outstanding: None,
+        };
+        self.retired.push(id);
+        self.next_probe_at = Some(
+            self.next_probe_at
+                .map_or(now + self.probe_min, |t| t.min(now + self.probe_min)),
+        );
+        if let Some(b) = replacement {
+            self.activate(b);
+        }
+        Retire::Retired { replacement }
+    }
+
+    fn take_out(&mut self, id: EvId, to: EvState) {
+        let e = &mut self.evs[usize::from(id)];
+        let from = e.state;
+        if e.role == EvRole::Active {
+            self.active_in_plane[usize::from(e.plane)] -= 1;
+            self.generation += 1;
+        }
+        e.role = EvRole::Out;
+        e.state = to;
+        e.stats.state_changes += 1;
+        let plane = e.plane;
+        if self.reverse[usize::from(plane)] == Some(id) {
+            self.reverse[usize::from(plane)] = None;
+        }
+        self.record(EvChange {
+            ev: id,
+            plane,
+            from,
+            to,
+        });
+    }
+
+    fn activate(&mut self, id: EvId) {
+        let e = &mut self.evs[usize::from(id)];
+        if e.role != EvRole::Active {
+            e.role = EvRole::Active;
+            self.active_in_plane[usize::from(e.plane)] += 1;
+            self.generation += 1;
+        }
+    }
+
+    /// Bring an EV back as GOOD: active if its plane is short, else backup.
+    fn restore(&mut self, id: EvId) {
+        let e = &mut self.evs[usize::from(id)];
+        let from = e.state;
+        e.state = EvState::Good;
+        e.role = EvRole::Backup;
+        e.stats.state_changes += 1;
+        let plane = e.plane;
+        if self.active_in_plane[usize::from(plane)] < self.profile.active_per_plane {
+            self.activate(id);
+        }
+        self.record(EvChange {
+            ev: id,
+            plane,
+            from,
+            to: EvState::Good,
+        });
+    }
+
+    fn record(&mut self, change: EvChange) {
+        if self.changes.len() == MAX_CHANGES {
+            self.changes.pop_front();
+            self.changes_dropped += 1;
+        }
+        self.changes.push_back(change);
+    }
+
+    /// The next state change to report.
+    pub fn pop_change(&mut self) -> Option<EvChange> {
+        self.changes.pop_front()
+    }
+
+    /// Deny an EV (operator deny-list): never used, never probed.
+    pub fn deny(&mut self, id: EvId) {
+        if self.evs[usize::from(id)].state == EvState::Denied {
+            return;
+        }
+        let plane = usize::from(self.evs[usize::from(id)].plane);
+        let was_active = self.evs[usize::from(id)].role == EvRole::Active;
+        self.retired.retain(|&r| r != id);
+        self.take_out(id, EvState::Denied);
+        if was_active
+            && let Some(b) = self.plane_range(plane).find(|&b| {
+                let b = &self.evs[usize::from(b)];
+                b.role == EvRole::Backup && b.state == EvState::Good
+            })
+        {
+            self.activate(b);
+        }
+    }
+
+    /// Lift a deny: the EV is GOOD again.
+    pub fn allow(&mut self, id: EvId) {
+        if self.evs[usize::from(id)].state == EvState::Denied {
+            self.restore(id);
+        }
+    }
+
+    // Probing (brief §3.3): retired EVs are probed, spaced by the minimum interval while they
+    // answer, backing off exponentially while they do not; `probe_successes` answers in a row
+    // bring one back.
+
+    /// A retired EV whose probe is due.
+    pub fn probe_due(&mut self, now: Instant) -> Option<EvId> {
+        if self.next_probe_at.is_none_or(|t| t > now) {
+            return None;
+        }
+        let due = self.retired.iter().copied().find(|&id| {
+            let p = &self.evs[usize::from(id)].probe;
+            p.outstanding.is_none() && p.next_at <= now
+        });
+        if due.is_none() {
+            self.refresh_next_probe();
+        }
+        due
+    }
+
+    fn refresh_next_probe(&mut self) {
+        self.next_probe_at = self
+            .retired
+            .iter()
+            .filter_map(|&id| {
+                let p = &self.evs[usize::from(id)].probe;
+                p.outstanding.is_none().then_some(p.next_at)
+            })
+            .min();
+    }
+
+    /// A probe left on `id`.
+    pub fn on_probe_sent(&mut self, id: EvId, now: Instant) {
+        let e = &mut self.evs[usize::from(id)];
+        e.probe.outstanding = Some(now);
+        e.stats.probes_sent += 1;
+        self.refresh_next_probe();
+    }
+
+    /// Whether `id` has a probe awaiting its answer.
+    pub fn probe_outstanding(&self, id: EvId) -> bool {
+        self.evs
+            .get(usize::from(id))
+            .is_some_and(|e| e.probe.outstanding.is_some())
+    }
+
+    /// The probe on `id` was answered. `true` when that brought the EV back.
+    pub fn on_probe_answer(&mut self, id: EvId, now: Instant) -> bool {
+        let needed = self.profile.probe_successes;
+        let e = &mut self.evs[usize::from(id)];
+        if e.probe.outstanding.take().is_none() {
+            return false;
+        }
+        e.stats.probes_ok += 1;
+        e.probe.successes += 1;
+        if e.probe.successes < needed {
+            e.probe.next_at = now + self.probe_min;
+            e.probe.interval = self.probe_min;
+            self.refresh_next_probe();
+            return false;
+        }
+        self.retired.retain(|&r| r != id);
+        self.restore(id);
+        self.refresh_next_probe();
+        true
+    }
+
+    /// Probes unanswered for `timeout` failed: their EVs start over and back off.
+    pub fn on_probe_timeouts(&mut self, now: Instant, timeout: Duration) -> u32 {
+        let mut failed = 0;
+        for &id in &self.retired {
+            let p = &mut self.evs[usize::from(id)].probe;
+            if p.outstanding.is_some_and(|t| t + timeout <= now) {
+                p.outstanding = None;
+                p.successes = 0;
+                p.interval = Duration((p.interval.as_nanos() * 2).min(self.probe_max.as_nanos()));
+                p.next_at = now + p.interval;
+                self.evs[usize::from(id)].stats.probes_failed += 1;
+                failed += 1;
+            }
+        }
+        if failed > 0 {
+            self.refresh_next_probe();
+        }
+        failed
+    }
+
+    /// When the probe machinery next needs attention: a probe due, or an answer overdue.
+    pub fn probe_deadline(&self, timeout: Duration) -> Option<Instant> {
+        let overdue = self
+            .retired
+            .iter()
+            .filter_map(|&id| {
+                self.evs[usize::from(id)]
+                    .probe
+                    .outstanding
+                    .map(|t| t + timeout)
+            })
+            .min();
+        match (self.next_probe_at, overdue) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// EVs currently retired (ASSUMED_BAD).
+    pub fn retired_count(&self) -> usize {
+        self.retired.len()
+    }
+
+    /// Active EVs of `plane`.
+    pub fn active_in_plane(&self, plane: usize) -> u16 {
+        self.active_in_plane.get(plane).copied().unwrap_or(0)
+    }
+
+    /// ECMP remap (brief §8.2): draw every EV but the denied ones again, all GOOD.
+    pub fn rerandomize(&mut self, rng: &mut Rng) {
+        for id in 0..self.evs.len() as u16 {
+            let e = &mut self.evs[usize::from(id)];
+            if e.state == EvState::Denied {
+                continue;
+            }
+            if self.kind == EvKind::Ecmp {
+                e.entropy = ecmp_entropy(self.order, id, rng);
+            }
+            if e.state == EvState::AssumedBad {
+                let plane = e.plane;
+                e.state = EvState::Good;
+                e.stats.state_changes += 1;
+                self.record(EvChange {
+                    ev: id,
+                    plane,
+                    from: EvState::AssumedBad,
+                    to: EvState::Good,
+                });
+            }
+            let e = &mut self.evs[usize::from(id)];
+            e.state = EvState::Good;
+            e.probe.outstanding = None;
+        }
+        self.retired.clear();
+        self.skipped.clear();
+        self.next_probe_at = None;
+        self.reverse.iter_mut().for_each(|r| *r = None);
+        self.assign_roles();
+    }
+
+    /// The EV control packets (SACK, NACK, ACK) leave on through `plane` (brief §3.9): kept
+    /// while it stays in service, else a random active one of the plane.
+    pub fn reverse(&mut self, plane: usize, rng: &mut Rng) -> Option<EvId> {
+        let current = *self.reverse.get(plane)?;
+        if let Some(id) = current
+            && self.evs[usize::from(id)].role == EvRole::Active
+        {
+            return Some(id);
+        }
+        let pick = self.random_active(plane, rng, current);
+        self.reverse[plane] = pick;
+        pick
+    }
+
+    /// Our control packets on `plane` seem lost (the peer resent data we had): move the
+    /// plane's reverse EV elsewhere.
+    pub fn rotate_reverse(&mut self, plane: usize, rng: &mut Rng) {
+        if let Some(slot) = self.reverse.get(plane).copied() {
+            let pick = self.random_active(plane, rng, slot).or(slot);
+            self.reverse[plane] = pick;
+        }
+    }
+
+    fn random_active(&self, plane: usize, rng: &mut Rng, avoid: Option<EvId>) -> Option<EvId> {
+        let range = self.plane_range(plane);
+        let n = self.active_in_plane(plane);
+        if n == 0 {
+            return None;
+        }
+        let mut k = rng.below(u32::from(n));
+        let mut fallback = None;
+        for id in range {
+            let e = &self.evs[usize::from(id)];
+            if e.role != EvRole::Active {
+                continue;
+            }
+            if k == 0 && Some(id) != avoid {
+                return Some(id);
+            }
+            if Some(id) != avoid {
+                fallback = fallback.or(Some(id));
+            }
+            k = k.saturating_sub(1);
+        }
+        fallback
+    }
+
+    /// Active EVs, in table order.
+    pub fn active(&self) -> impl Iterator<Item = EvId> + '_ {
+        (0..self.evs.len() as u16).filter(|&id| self.evs[usize::from(id)].role == EvRole::Active)
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.evs.capacity() * size_of::<Ev>()
+            + (self.skipped.capacity() + self.retired.capacity()) * 2
+            + self.changes.capacity() * size_of::<EvChange>()
+            + self.planes.capacity() * size_of::<Range<u16>>()
+            + self.active_in_plane.capacity() * 2
+            + self.reverse.capacity() * size_of::<Option<EvId>>()
+    }
+}
+
+fn new_ev(plane: u8, entropy: u32, path: Option<super::SrPath>) -> Ev {
+    Ev {
+        plane,
+        state: EvState::Good,
+        role: EvRole::Backup,
+        skip_round: 0,
+        entropy,
+        path,
+        probe: ProbeState {
+            next_at: Instant::ZERO,
+            interval: Duration::ZERO,
+            successes: 0,
+            outstanding: None,
+        },
+        stats: EvStats::default(),
+    }
+}
+
+fn ecmp_entropy(order: EntropyOrder, id: EvId, rng: &mut Rng) -> u32 {
+    let sport = rng.next_u32() as u16;
+    let label = u32::from(id) & ((1 << ECMP_INDEX_BITS) - 1) | (rng.below(16) << ECMP_INDEX_BITS);
+    order.join(sport, label)
+}
+
+/// `want` distinct indices below `count`, in random order.
+fn pick_distinct(count: usize, want: usize, rng: &mut Rng) -> Vec<usize> {
+    if want * 2 >= count {
+        let mut all: Vec<usize> = (0..count).collect();
+        rng.shuffle(&mut all);
+        all.truncate(want);
+        return all;
+    }
+    let mut out = Vec::with_capacity(want);
+    while out.len() < want {
+        let i = rng.below(count as u32) as usize;
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,242 @@
+use core::net::Ipv6Addr;
+
+use super::*;
+use crate::ev::SrPath;
+
+/// `paths` paths per plane; path i of plane p has DA ::p:i.
+#[derive(Debug)]
+struct Grid {
+    paths: usize,
+}
+
+impl PathSource for Grid {
+    fn path_count(&self, _src: u32, _dst: u32, _plane: u8) -> usize {
+        self.paths
+    }
+    fn path(&self, _src: u32, _dst: u32, plane: u8, index: usize) -> Option<SrPath> {
+        (index < self.paths).then(|| SrPath {
+            outer_da: Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, u16::from(plane), index as u16),
+            segment: None,
+        })
+    }
+}
+
+fn profile(per_plane: u16, active: u16, floor: u16) -> EvProfile {
+    EvProfile {
+        evs_per_plane: per_plane,
+        active_per_plane: active,
+        floor_per_plane: floor,
+        ..EvProfile::default()
+    }
+}
+
+fn srv6(per_plane: u16, active: u16, floor: u16, planes: u8, paths: usize) -> EvTable {
+    EvTable::srv6(
+        &profile(per_plane, active, floor),
+        &TimerConfig::default(),
+        planes,
+        &Grid { paths },
+        0,
+        1,
+        EntropyOrder::default(),
+        &mut Rng::new(5),
+    )
+}
+
+const ALL: u32 = u32::MAX;
+const NOW: Instant = Instant(1_000_000);
+
+#[test]
+fn srv6_sets_are_equal_per_plane_distinct_and_named_by_their_entropy() {
+    let t = srv6(8, 4, 1, 4, 100);
+    assert_eq!(t.len(), 32);
+    for p in 0..4 {
+        assert_eq!(t.plane_range(p).len(), 8);
+        assert_eq!(t.active_in_plane(p), 4);
+        let mut das: Vec<_> = t
+            .plane_range(p)
+            .map(|id| t.ev(id).path.unwrap().outer_da)
+            .collect();
+        das.sort();
+        das.dedup();
+        assert_eq!(das.len(), 8, "distinct paths in plane {p}");
+        for id in t.plane_range(p) {
+            assert_eq!(t.ev(id).plane as usize, p);
+        }
+    }
+    for id in 0..32 {
+        assert_eq!(t.lookup(t.ev(id).entropy), Some(id));
+    }
+    assert_eq!(
+        t.lookup(t.ev(3).entropy ^ 0x1_0000),
+        None,
+        "stale flow-label bits"
+    );
+    assert_eq!(t.lookup(40), None);
+    assert_eq!(t.active().count(), 16);
+}
+
+#[test]
+fn a_small_plan_gives_as_many_evs_as_paths() {
+    let t = srv6(32, 16, 2, 2, 3);
+    assert_eq!(t.len(), 6);
+    assert_eq!(t.active_in_plane(0), 3);
+}
+
+#[test]
+fn retirement_is_replaced_from_the_same_plane_until_the_floor() {
+    let mut t = srv6(4, 2, 1, 2, 100);
+    let plane1: Vec<EvId> = t.plane_range(1).collect();
+    let active: Vec<EvId> = plane1
+        .iter()
+        .copied()
+        .filter(|&i| t.usable(i, ALL))
+        .collect();
+    assert_eq!(active.len(), 2);
+    let r = t.retire(active[0], NOW);
+    let Retire::Retired {
+        replacement: Some(b),
+    } = r
+    else {
+        panic!("{r:?}")
+    };
+    assert_eq!(t.ev(b).plane, 1, "same plane");
+    assert!(t.usable(b, ALL));
+    assert_eq!(t.ev(active[0]).state, EvState::AssumedBad);
+    assert_eq!(t.active_in_plane(1), 2);
+    assert_eq!(t.retire(active[0], NOW), Retire::AlreadyOut);
+    // Retire the other original and the last backup: the plane shrinks to the floor...
+    let others: Vec<EvId> = plane1
+        .iter()
+        .copied()
+        .filter(|&i| t.usable(i, ALL))
+        .collect();
+    assert!(matches!(t.retire(others[0], NOW), Retire::Retired { .. }));
+    let left: Vec<EvId> = plane1
+        .iter()
+        .copied()
+        .filter(|&i| t.usable(i, ALL))
+        .collect();
+    assert_eq!(left.len(), 2);
+    assert!(matches!(
+        t.retire(left[0], NOW),
+        Retire::Retired { replacement: None }
+    ));
+    assert_eq!(t.active_in_plane(1), 1);
+    // ...and no further: the last one is skipped instead.
+    let last = plane1.iter().copied().find(|&i| t.usable(i, ALL)).unwrap();
+    assert_eq!(t.retire(last, NOW), Retire::FloorHeld);
+    assert_eq!(t.ev(last).state, EvState::Skip);
+    assert_eq!(t.active_in_plane(0), 2, "other plane untouched");
+    let changes: Vec<_> = std::iter::from_fn(|| t.pop_change()).collect();
+    assert_eq!(changes.len(), 3);
+    assert!(
+        changes
+            .iter()
+            .all(|c| c.to == EvState::AssumedBad && c.plane == 1)
+    );
+}
+
+#[test]
+fn skip_lasts_for_the_rest_of_the_rotation() {
+    let mut t = srv6(4, 4, 1, 1, 100);
+    t.skip(2);
+    assert!(!t.usable(2, ALL));
+    assert_eq!(t.ev(2).state, EvState::Skip);
+    t.next_round();
+    assert!(t.usable(2, ALL));
+    assert_eq!(t.ev(2).state, EvState::Good);
+    assert!(!t.usable(2, 0b10), "plane mask");
+}
+
+#[test]
+fn probes_bring_an_ev_back_after_consecutive_successes_and_back_off_on_failure() {
+    let mut t = srv6(4, 2, 0, 1, 100);
+    let id = t.active().next().unwrap();
+    t.retire(id, NOW);
+    let min = TimerConfig::default().probe_interval_min;
+    assert_eq!(t.probe_due(NOW), None);
+    assert_eq!(t.probe_deadline(min), Some(NOW + min));
+    // First probe fails: the interval doubles.
+    let t1 = NOW + min;
+    assert_eq!(t.probe_due(t1), Some(id));
+    t.on_probe_sent(id, t1);
+    assert_eq!(t.probe_due(t1), None, "one probe at a time");
+    assert_eq!(t.on_probe_timeouts(t1 + min, min), 1);
+    assert_eq!(t.ev(id).probe.interval, min.saturating_mul(2));
+    let mut now = t1 + min + min.saturating_mul(2);
+    // Then three answered probes in a row restore it.
+    for i in 0..3 {
+        assert_eq!(t.probe_due(now), Some(id), "probe {i}");
+        t.on_probe_sent(id, now);
+        let back = t.on_probe_answer(id, now + Duration::from_micros(10));
+        assert_eq!(back, i == 2);
+        now += min + Duration::from_micros(10);
+    }
+    assert_eq!(t.ev(id).state, EvState::Good);
+    assert_eq!(t.retired_count(), 0);
+    assert_eq!(t.probe_deadline(min), None);
+    let s = t.ev(id).stats;
+    assert_eq!((s.probes_sent, s.probes_ok, s.probes_failed), (4, 3, 1));
+    assert!(
+        !t.on_probe_answer(id, now),
+        "unsolicited answers are ignored"
+    );
+}
+
+#[test]
+fn ecmp_entropy_names_its_index_and_a_remap_draws_fresh_values() {
+    let mut rng = Rng::new(9);
+    let mut t = EvTable::ecmp(
+        &profile(8, 4, 1),
+        &TimerConfig::default(),
+        2,
+        EntropyOrder::default(),
+        &mut rng,
+    );
+    let before: Vec<u32> = (0..16).map(|i| t.ev(i).entropy).collect();
+    for id in 0..16 {
+        assert_eq!(t.lookup(before[id as usize]), Some(id));
+    }
+    let a = t.active().next().unwrap();
+    t.retire(a, NOW);
+    t.rerandomize(&mut rng);
+    assert_eq!(t.retired_count(), 0);
+    assert_eq!(t.ev(a).state, EvState::Good);
+    assert_eq!(t.active().count(), 8);
+    let changed = (0..16)
+        .filter(|&i| t.ev(i).entropy != before[i as usize])
+        .count();
+    assert!(changed >= 15);
+    assert_eq!(t.lookup(before[3]), None, "old values are stale now");
+}
+
+#[test]
+fn reverse_evs_follow_health() {
+    let mut rng = Rng::new(1);
+    let mut t = srv6(4, 2, 0, 2, 100);
+    let r = t.reverse(1, &mut rng).unwrap();
+    assert_eq!(t.ev(r).plane, 1);
+    assert_eq!(t.reverse(1, &mut rng), Some(r), "stable while healthy");
+    t.rotate_reverse(1, &mut rng);
+    let r2 = t.reverse(1, &mut rng).unwrap();
+    assert_ne!(r2, r);
+    t.retire(r2, NOW);
+    let r3 = t.reverse(1, &mut rng).unwrap();
+    assert_ne!(r3, r2);
+    assert_eq!(t.ev(r3).role, EvRole::Active);
+    assert_eq!(t.reverse(7, &mut rng), None, "no such plane");
+}
+
+#[test]
+fn deny_and_allow() {
+    let mut t = srv6(4, 2, 0, 1, 100);
+    let id = t.active().next().unwrap();
+    t.deny(id);
+    assert_eq!(t.ev(id).state, EvState::Denied);
+    assert_eq!(t.active_in_plane(0), 2, "a backup took its place");
+    assert_eq!(t.probe_due(Instant::MAX), None, "denied EVs are not probed");
+    t.allow(id);
+    assert_eq!(t.ev(id).state, EvState::Good);
+    assert_eq!(t.ev(id).role, EvRole::Backup);
+}
