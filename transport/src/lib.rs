@@ -6,7 +6,11 @@
 
 pub mod cc;
 pub mod config;
+mod ctx;
+mod endpoint;
 pub mod ev;
+mod event;
+mod qp;
 pub mod reliability;
 mod rng;
 mod slab;
@@ -16,4 +20,7 @@ pub mod verbs;
 pub mod wire;
 
 pub use config::{EndpointConfig, PathMode, PortConfig};
+pub use endpoint::{Endpoint, PortMask};
+pub use event::Event;
+pub use qp::Transmit;
 pub use time::{Duration, Instant};

@@ -1,0 +1,406 @@
+//! The sans-IO datapath of an [`Endpoint`]: frames in, frames out, timers, port status and
+//! events (docs/ARCHITECTURE.md, "The engine's contract").
+
+use core::cmp::Reverse;
+use core::net::Ipv6Addr;
+
+use mrc_srv6::wire::Ecn;
+
+use super::Endpoint;
+use crate::event::Event;
+use crate::qp::{Transmit, TxOutcome, frames};
+use crate::stats::DropReason;
+use crate::time::Instant;
+use crate::verbs::QpState;
+use crate::wire::erth::ENDPOINT_QPN;
+use crate::wire::tseth::timestamp_from_nanos;
+use crate::wire::{
+    Body, EethRepr, EndpointOp as Op, ErthRepr, Frame, Opcode, TsethRepr, WireError, parse_frame,
+};
+
+/// A set of local ports (bit `i` = port `i`): which ports have TX room now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PortMask(pub u32);
+
+impl PortMask {
+    /// Every port.
+    pub const ALL: Self = Self(u32::MAX);
+    /// No port.
+    pub const NONE: Self = Self(0);
+
+    /// Just `port`.
+    pub const fn only(port: u8) -> Self {
+        Self(1 << port)
+    }
+
+    /// Whether `port` is in the set.
+    pub const fn contains(self, port: u8) -> bool {
+        port < 32 && self.0 & (1 << port) != 0
+    }
+
+    /// The set without `port`.
+    pub const fn without(self, port: u8) -> Self {
+        Self(self.0 & !(1 << port))
+    }
+}
+
+/// An endpoint operation waiting to leave (brief §2.12), routed through a QP towards the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EndpointOp {
+    /// Tell the peer of QP slot `via` which of our ports are up (brief §3.10).
+    PortStatus { via: u32, remote: Ipv6Addr },
+    /// Answer an EV probe that arrived on `plane`.
+    EvProbeAnswer {
+        via: u32,
+        plane: u8,
+        tx_ts: u16,
+        id: u32,
+    },
+}
+
+impl Endpoint {
+    /// A frame arrived on `port`. The payload of a Write is placed straight from `frame` into
+    /// registered memory; nothing is kept of `frame` after the call.
+    pub fn handle_packet(&mut self, now: Instant, port: u8, frame: &[u8]) {
+        self.now = self.now.max(now);
+        self.stats.frames_received += 1;
+        if usize::from(port) >= self.cfg.ports.len() {
+            self.stats.drops.add(DropReason::Unexpected);
+            return;
+        }
+        let f = match parse_frame(frame, &self.cfg.wire) {
+            Ok(f) => f,
+            Err(e) => {
+                self.stats.drops.add(drop_reason(e));
+                return;
+            }
+        };
+        if f.dst_addr() != self.cfg.nic_addr {
+            self.stats.drops.add(DropReason::NotForUs);
+            return;
+        }
+        if f.bth.dest_qp == ENDPOINT_QPN {
+            self.on_endpoint_op(now, port, &f);
+            return;
+        }
+        let Some(idx) = self.qps.index_of(f.bth.dest_qp) else {
+            self.stats.drops.add(DropReason::UnknownQp);
+            return;
+        };
+        let peer = self.qps.at(idx).and_then(|q| q.rtr).map(|r| r.remote.addr);
+        match peer {
+            None => {
+                self.stats.drops.add(DropReason::WrongState);
+                return;
+            }
+            Some(a) if a != f.src_addr() => {
+                self.stats.drops.add(DropReason::WrongPeer);
+                return;
+            }
+            Some(_) => {}
+        }
+        self.with_qp(idx, |qp, ctx| match (f.trimmed, f.body) {
+            (Some(how), _) => qp.on_trimmed(port, &f, how, ctx),
+            (None, Some(Body::Write(w))) => qp.on_data(now, port, &f, &w, ctx),
+            (None, Some(Body::Sack { seth, cc })) => qp.on_sack(now, &seth, &cc, ctx),
+            (None, Some(Body::Nack(n))) => qp.on_nack(now, &n, ctx),
+            (None, Some(Body::Ack(a))) => qp.on_ack(&a, ctx),
+            (None, Some(Body::Probe(p))) => qp.on_probe(port, &f, &p, ctx),
+            (None, _) => ctx.drop_frame(DropReason::Unexpected),
+        });
+    }
+
+    /// Write the next frame to send into `buf` (at least [`max_frame_len`] bytes) and say
+    /// which port it leaves on. `ready` holds the ports with TX room: EVs on other planes are
+    /// passed over, as MRC's send-time EV choice does (brief §3.2). `None`: nothing to send
+    /// on those ports now.
+    ///
+    /// [`max_frame_len`]: Self::max_frame_len
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        ready: PortMask,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        self.now = self.now.max(now);
+        let ready = ready.0 & self.ports_up;
+        if ready == 0 {
+            return None;
+        }
+        if let Some(t) = self.poll_endpoint_op(ready, buf) {
+            self.stats.frames_sent += 1;
+            return Some(t);
+        }
+        for _ in 0..self.ctrl_queue.len() {
+            let idx = self.ctrl_queue.pop_front()? as usize;
+            let Some(qp) = self.qps.at_mut(idx) else {
+                continue;
+            };
+            qp.in_ctrl_queue = false;
+            if let Some(TxOutcome::Sent(t)) =
+                self.with_qp(idx, |qp, ctx| qp.poll_control(ready, buf, ctx))
+            {
+                self.stats.frames_sent += 1;
+                return Some(t);
+            }
+        }
+        for _ in 0..self.tx_queue.len() {
+            let idx = self.tx_queue.pop_front()? as usize;
+            let Some(qp) = self.qps.at_mut(idx) else {
+                continue;
+            };
+            qp.in_tx_queue = false;
+            let outcome = self.with_qp(idx, |qp, ctx| qp.poll_data(now, ready, buf, ctx));
+            match outcome {
+                Some(TxOutcome::Sent(t)) => {
+                    self.stats.frames_sent += 1;
+                    return Some(t);
+                }
+                Some(TxOutcome::Idle) => {
+                    // Nothing until an input or a timer: out of the queue until then.
+                    if let Some(q) = self.qps.at_mut(idx)
+                        && q.in_tx_queue
+                    {
+                        q.in_tx_queue = false;
+                        if self.tx_queue.back() == Some(&(idx as u32)) {
+                            self.tx_queue.pop_back();
+                        } else {
+                            self.tx_queue.retain(|&i| i as usize != idx);
+                        }
+                    }
+                }
+                Some(TxOutcome::Blocked) | None => {}
+            }
+        }
+        None
+    }
+
+    /// The earliest time [`handle_timeout`](Self::handle_timeout) has work (possibly in the
+    /// past: call it now). `None`: no timer armed.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Run every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        // Each QP runs at most once per call, so a deadline that does not move cannot spin.
+        let mut due = core::mem::take(&mut self.due_scratch);
+        due.clear();
+        while let Some(&Reverse((t, idx))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(qp) = self.qps.at_mut(idx as usize) else {
+                continue;
+            };
+            if qp.armed == Some(t) {
+                qp.armed = None;
+                due.push(idx);
+            }
+        }
+        for &idx in &due {
+            self.with_qp(idx as usize, |qp, ctx| qp.on_timeout(now, ctx));
+        }
+        self.due_scratch = due;
+    }
+
+    /// A local port went up or down. Down: in-flight packets through it are resent on other
+    /// planes at once and its EVs are passed over; either way every peer is told (PORT_STATUS
+    /// _UPDATE, brief §3.10).
+    pub fn handle_port_status(&mut self, now: Instant, port: u8, up: bool) {
+        self.now = self.now.max(now);
+        if usize::from(port) >= self.cfg.ports.len() {
+            return;
+        }
+        let was_up = self.ports_up & (1 << port) != 0;
+        if was_up == up {
+            return;
+        }
+        if up {
+            self.ports_up |= 1 << port;
+        } else {
+            self.ports_up &= !(1 << port);
+            self.planes[usize::from(port)].port_down_events += 1;
+        }
+        self.events.push(Event::PortStatus { port, up });
+        let idxs: Vec<usize> = self.qps.iter().map(|(i, _)| i).collect();
+        for idx in idxs {
+            if !up {
+                self.with_qp(idx, |qp, _| qp.on_port_down(port));
+            }
+            let Some(remote) = self
+                .qps
+                .at(idx)
+                .filter(|q| matches!(q.state, QpState::Rtr | QpState::Rts))
+                .and_then(|q| q.rtr)
+                .map(|r| r.remote.addr)
+            else {
+                continue;
+            };
+            let queued = self
+                .ep_ops
+                .iter()
+                .any(|o| matches!(o, EndpointOp::PortStatus { remote: r, .. } if *r == remote));
+            if !queued {
+                self.push_ep_op(EndpointOp::PortStatus {
+                    via: idx as u32,
+                    remote,
+                });
+            }
+        }
+    }
+
+    /// The next asynchronous event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop()
+    }
+
+    fn push_ep_op(&mut self, op: EndpointOp) {
+        if self.ep_ops.len() >= self.ep_ops.capacity().max(64) {
+            self.stats.control_dropped += 1;
+        } else {
+            self.ep_ops.push_back(op);
+        }
+    }
+
+    /// An endpoint operation (QP 2, brief §2.12): a peer's port status, or an EV probe.
+    fn on_endpoint_op(&mut self, now: Instant, port: u8, f: &Frame<'_>) {
+        self.stats.endpoint_ops_received += 1;
+        let src = f.src_addr();
+        let via = self
+            .qps
+            .iter()
+            .find(|(_, q)| q.rtr.is_some_and(|r| r.remote.addr == src))
+            .map(|(i, _)| i);
+        match f.body {
+            Some(Body::EndpointRequest(ErthRepr {
+                op: Op::PortStatusUpdate,
+                port_status_mask,
+                ..
+            })) => {
+                let idxs: Vec<usize> = self
+                    .qps
+                    .iter()
+                    .filter(|(_, q)| q.rtr.is_some_and(|r| r.remote.addr == src))
+                    .map(|(i, _)| i)
+                    .collect();
+                for idx in idxs {
+                    self.with_qp(idx, |qp, _| {
+                        let newly_down = qp.remote_up & !port_status_mask;
+                        qp.remote_up = port_status_mask;
+                        for p in 0..32u8 {
+                            if newly_down & (1 << p) != 0 {
+                                qp.on_port_down(p);
+                            }
+                        }
+                    });
+                }
+                self.events.push(Event::RemotePortStatus {
+                    remote: src,
+                    up_mask: port_status_mask,
+                });
+            }
+            Some(Body::EndpointRequest(ErthRepr {
+                op: Op::EvProbe,
+                tx_timestamp,
+                ..
+            })) => match via {
+                Some(via) => self.push_ep_op(EndpointOp::EvProbeAnswer {
+                    via: via as u32,
+                    plane: port,
+                    tx_ts: tx_timestamp,
+                    id: f.bth.psn,
+                }),
+                None => self.stats.drops.add(DropReason::WrongPeer),
+            },
+            _ => self.stats.drops.add(DropReason::Unexpected),
+        }
+        let _ = now;
+    }
+
+    /// Build the next endpoint operation, routed on a reverse EV of the QP it goes through.
+    fn poll_endpoint_op(&mut self, ready: u32, buf: &mut [u8]) -> Option<Transmit> {
+        let op = *self.ep_ops.front()?;
+        let (via, want) = match op {
+            EndpointOp::PortStatus { via, .. } => (via, None),
+            EndpointOp::EvProbeAnswer { via, plane, .. } => (via, Some(plane)),
+        };
+        let ports_up = self.ports_up;
+        let now = self.now;
+        let Some(qp) = self.qps.at_mut(via as usize) else {
+            self.ep_ops.pop_front();
+            return None;
+        };
+        let (Some(rtr), Some(paths)) = (qp.rtr, qp.paths.as_mut()) else {
+            self.ep_ops.pop_front();
+            return None;
+        };
+        let mut planes = ready & qp.remote_up;
+        if let Some(p) = want.filter(|&p| planes & (1 << p) != 0) {
+            planes = 1 << p;
+        }
+        let mut ev = None;
+        while ev.is_none() && planes != 0 {
+            let p = planes.trailing_zeros();
+            planes &= planes - 1;
+            ev = paths.table.reverse(p as usize, &mut self.rng);
+        }
+        let ev = ev?;
+        let cfg = &self.cfg;
+        let (opcode, psn, body) = match op {
+            EndpointOp::PortStatus { .. } => (
+                Opcode::EndpointRequest,
+                0,
+                Body::EndpointRequest(ErthRepr {
+                    op: Op::PortStatusUpdate,
+                    port_status_mask: ports_up,
+                    tx_timestamp: timestamp_from_nanos(now.as_nanos()),
+                    tsr: false,
+                    format_type: TsethRepr::DEFAULT_FORMAT,
+                }),
+            ),
+            EndpointOp::EvProbeAnswer { tx_ts, id, .. } => (
+                Opcode::EndpointResponse,
+                id,
+                Body::EndpointResponse(EethRepr {
+                    op: Op::EvProbe,
+                    port_status_mask: ports_up,
+                    tx_timestamp: tx_ts,
+                    tsr: false,
+                    format_type: TsethRepr::DEFAULT_FORMAT,
+                    service_time_ns: 0,
+                }),
+            ),
+        };
+        let bth = frames::bth(opcode, ENDPOINT_QPN, psn);
+        let dscp = cfg.wire.dscp.for_packet(opcode, false, true);
+        let r = frames::repr(
+            cfg,
+            paths.table.ev(ev),
+            rtr.remote.addr,
+            dscp,
+            Ecn::NotEct,
+            bth,
+            body,
+        );
+        let t = frames::emit_control(cfg, r, buf).ok()?;
+        self.ep_ops.pop_front();
+        Some(t)
+    }
+}
+
+fn drop_reason(e: WireError) -> DropReason {
+    match e {
+        WireError::Truncated { .. } => DropReason::Truncated,
+        WireError::Malformed { .. }
+        | WireError::LengthMismatch { .. }
+        | WireError::BufferTooSmall { .. } => DropReason::Malformed,
+        WireError::NotIpv6(_)
+        | WireError::UnexpectedNextHeader(_)
+        | WireError::NotMrcPort(_)
+        | WireError::UnknownOpcode(_) => DropReason::NotMrc,
+        WireError::BadIcrc { .. } => DropReason::BadIcrc,
+    }
+}

@@ -1,0 +1,235 @@
+//! The [`Endpoint`]: one NIC's worth of MRC. It owns every protection domain, memory region,
+//! completion queue, QP (with its EV table) and congestion controller, and only dispatches:
+//! the protocol lives in `qp/`, `ev/`, `reliability/` and `cc/`.
+
+mod datapath;
+mod verbs;
+
+use core::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use crate::config::{ConfigError, EndpointConfig};
+use crate::ctx::{CcTable, Ctx};
+use crate::event::EventQueue;
+use crate::qp::Qp;
+use crate::rng::Rng;
+use crate::slab::Slab;
+use crate::stats::{EndpointStats, EvStats, PlaneStats, QpStats};
+use crate::time::Instant;
+use crate::verbs::{Cq, MrTable, Qpn};
+
+use datapath::EndpointOp;
+pub use datapath::PortMask;
+
+/// QPNs carry a 14-bit slot index and a 10-bit generation (24 bits on the wire).
+const QPN_INDEX_BITS: u32 = 14;
+const QPN_GENERATION_BITS: u32 = 10;
+
+/// One NIC's MRC engine: a sans-IO state machine (no clock, socket, thread or allocation per
+/// packet) driven by its caller.
+///
+/// # Driving it
+///
+/// Inputs carry the current time, which must never go backwards:
+///
+/// - [`handle_packet`](Self::handle_packet): a frame arrived on a port;
+/// - [`handle_timeout`](Self::handle_timeout): the time [`poll_timeout`](Self::poll_timeout)
+///   named has come (early or spurious calls are harmless);
+/// - [`handle_port_status`](Self::handle_port_status): a local port went up or down;
+/// - the verbs ([`post_send`](Self::post_send), [`post_recv`](Self::post_recv),
+///   [`modify_qp`](Self::modify_qp), ...).
+///
+/// After any input, drain in this order:
+///
+/// 1. [`poll_transmit`](Self::poll_transmit) until it returns `None` (or the ports are full:
+///    call it again when they have room, with the new `ready` mask); control packets (SACK,
+///    NACK, ACK, endpoint operations) come first, then data, QPs served round-robin;
+/// 2. [`poll_event`](Self::poll_event) until `None`;
+/// 3. [`poll_cq`](Self::poll_cq) on the completion queues the application reads;
+/// 4. [`poll_timeout`](Self::poll_timeout): sleep (or poll the ports) until then.
+#[derive(Debug)]
+pub struct Endpoint {
+    cfg: EndpointConfig,
+    rng: Rng,
+    pds: Slab<()>,
+    mrs: MrTable,
+    cqs: Slab<Cq>,
+    qps: Slab<Qp>,
+    ccs: CcTable,
+    events: EventQueue,
+    stats: EndpointStats,
+    planes: Vec<PlaneStats>,
+    ports_up: u32,
+    /// QPs (slot indices) that may have data to send, served round-robin.
+    tx_queue: VecDeque<u32>,
+    /// QPs with control packets waiting.
+    ctrl_queue: VecDeque<u32>,
+    /// Per-QP earliest deadlines (lazy: stale entries are skipped when popped).
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// Endpoint operations to send (port status updates, EV probe answers).
+    ep_ops: VecDeque<EndpointOp>,
+    /// The last `now` seen (deadlines of QPs whose pacing holds them).
+    now: Instant,
+    /// QPs whose timers are due, collected before running them (reused, no allocation).
+    due_scratch: Vec<u32>,
+}
+
+impl Endpoint {
+    /// An endpoint with this configuration.
+    pub fn new(cfg: EndpointConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let mut rng = Rng::new(cfg.seed);
+        let l = cfg.limits;
+        let n_ports = cfg.ports.len();
+        let max_qps = l.max_qps as usize;
+        Ok(Self {
+            mrs: MrTable::new(l.max_mrs as usize, rng.next_u32()),
+            pds: Slab::new(l.max_pds as usize, 16, 16),
+            cqs: Slab::new(l.max_cqs as usize, 16, 16),
+            qps: Slab::new(max_qps, QPN_INDEX_BITS, QPN_GENERATION_BITS),
+            ccs: CcTable::default(),
+            events: EventQueue::new(l.max_events),
+            stats: EndpointStats::default(),
+            planes: vec![PlaneStats::default(); n_ports],
+            ports_up: if n_ports == 32 {
+                u32::MAX
+            } else {
+                (1 << n_ports) - 1
+            },
+            tx_queue: VecDeque::with_capacity(max_qps),
+            ctrl_queue: VecDeque::with_capacity(max_qps),
+            timers: BinaryHeap::with_capacity(4 * max_qps + 64),
+            ep_ops: VecDeque::with_capacity(64),
+            now: Instant::ZERO,
+            due_scratch: Vec::with_capacity(max_qps),
+            rng,
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.cfg
+    }
+
+    /// The largest frame [`poll_transmit`](Self::poll_transmit) writes: its buffer must hold
+    /// at least this many bytes.
+    pub fn max_frame_len(&self) -> usize {
+        crate::qp::max_frame_len(&self.cfg)
+    }
+
+    /// Counters of a QP.
+    pub fn qp_stats(&self, qpn: Qpn) -> Option<QpStats> {
+        self.qps.get(qpn.0).map(|q| q.stats)
+    }
+
+    /// Counters of a plane (= local port).
+    pub fn plane_stats(&self, port: u8) -> Option<PlaneStats> {
+        self.planes.get(usize::from(port)).copied()
+    }
+
+    /// Counters, state and plane of every EV of a QP, by EV id.
+    pub fn ev_stats(&self, qpn: Qpn) -> Vec<(crate::ev::EvId, u8, crate::ev::EvState, EvStats)> {
+        let Some(paths) = self.qps.get(qpn.0).and_then(|q| q.paths.as_ref()) else {
+            return Vec::new();
+        };
+        (0..paths.table.len() as u16)
+            .map(|id| {
+                let e = paths.table.ev(id);
+                (id, e.plane, e.state, e.stats)
+            })
+            .collect()
+    }
+
+    /// Counters of the whole endpoint (drops by cause, ...).
+    pub fn stats(&self) -> EndpointStats {
+        let mut s = self.stats;
+        s.events_dropped = self.events.dropped;
+        s
+    }
+
+    /// Bytes of heap the endpoint's tables hold (capacity, not length): a bound that does not
+    /// move with traffic, whatever the input.
+    pub fn heap_bytes(&self) -> usize {
+        let qps: usize = self
+            .qps
+            .iter()
+            .map(|(_, q)| size_of::<Qp>() + q.heap_bytes())
+            .sum();
+        qps + self.qps.capacity_used() * size_of::<Option<Qp>>()
+            + self.tx_queue.capacity() * 4
+            + self.ctrl_queue.capacity() * 4
+            + self.timers.capacity() * size_of::<Reverse<(Instant, u32)>>()
+            + self.ep_ops.capacity() * size_of::<EndpointOp>()
+            + self.events.heap_bytes()
+            + self.ccs.heap_bytes()
+            + self.planes.capacity() * size_of::<PlaneStats>()
+    }
+
+    /// Run `f` on QP slot `idx` with the rest of the endpoint as its context, then forward its
+    /// EV events, schedule it and re-arm its timer.
+    fn with_qp<R>(&mut self, idx: usize, f: impl FnOnce(&mut Qp, &mut Ctx<'_>) -> R) -> Option<R> {
+        let Self {
+            cfg,
+            mrs,
+            cqs,
+            qps,
+            ccs,
+            events,
+            stats,
+            planes,
+            ports_up,
+            ..
+        } = self;
+        let qp = qps.at_mut(idx)?;
+        let mut ctx = Ctx {
+            cfg,
+            mrs,
+            cqs,
+            ccs,
+            events,
+            stats,
+            planes,
+            ports_up: *ports_up,
+        };
+        let r = f(qp, &mut ctx);
+        qp.flush_ev_changes(&mut ctx);
+        self.schedule(idx);
+        Some(r)
+    }
+
+    /// Put QP `idx` in the transmit queues it needs and re-arm its timer.
+    fn schedule(&mut self, idx: usize) {
+        let now = self.now;
+        let Some(qp) = self.qps.at_mut(idx) else {
+            return;
+        };
+        if qp.has_control() && !qp.in_ctrl_queue {
+            qp.in_ctrl_queue = true;
+            self.ctrl_queue.push_back(idx as u32);
+        }
+        if !qp.in_tx_queue && qp.may_send_data(now) {
+            qp.in_tx_queue = true;
+            self.tx_queue.push_back(idx as u32);
+        }
+        if let Some(d) = qp.deadline(now, &self.ccs)
+            && qp.armed.is_none_or(|a| d < a)
+        {
+            qp.armed = Some(d);
+            self.timers.push(Reverse((d, idx as u32)));
+            if self.timers.len() > 4 * self.qps.len() + 64 {
+                self.rebuild_timers();
+            }
+        }
+    }
+
+    /// Drop stale timer entries: one per QP with an armed deadline.
+    fn rebuild_timers(&mut self) {
+        self.timers.clear();
+        for (i, q) in self.qps.iter() {
+            if let Some(a) = q.armed {
+                self.timers.push(Reverse((a, i as u32)));
+            }
+        }
+    }
+}
