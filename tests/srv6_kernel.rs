@@ -117,12 +117,10 @@ struct Fabric {
 }
 
 impl Fabric {
-    fn up() -> Self {
-        let plan = Plan::builtin("small").expect("built-in plan");
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let prefix = format!("srk{}x{}", std::process::id(), nanos % 10_000);
+    /// Build `plan` in namespaces named `srk<pid><tag>-...` (`tag` differs per test, so the
+    /// tests of this binary run side by side).
+    fn up(plan: Plan, tag: &str) -> Self {
+        let prefix = format!("srk{}{tag}", std::process::id());
         let fabric = Self { plan, prefix };
         sh(&fabric
             .plan
@@ -265,46 +263,51 @@ fn spine_counters(f: &Fabric, a: u16, b: u16) -> HashMap<(u8, u16), (u64, u64)> 
     m
 }
 
+/// Send a different number of packets on every path from `src` to `dst`: each arrives, and
+/// each spine sees exactly the packets of the path through it (none for a direct path).
+fn each_path_crosses_its_spine(fabric: &Fabric, src: HostId, dst: HostId) -> Vec<Path> {
+    let plan = &fabric.plan;
+    let (a, b) = (plan.rack_of(src), plan.rack_of(dst));
+    let paths: Vec<Path> = plan.paths_all_planes(src, dst).unwrap().collect();
+    let batches: Vec<(Path, u32)> = paths.iter().zip(3u32..).map(|(p, n)| (*p, n)).collect();
+    let before = spine_counters(fabric, a, b);
+    let got = fabric.send(&batches, &paths[0]);
+    let after = spine_counters(fabric, a, b);
+    for (key, (s0, t0)) in &before {
+        let (s1, t1) = after[key];
+        // The end marker travels paths[0] too.
+        let expect: u64 = batches
+            .iter()
+            .filter(|(p, _)| (p.plane, p.spine) == (key.0, Some(key.1)))
+            .map(|(p, n)| u64::from(*n) + u64::from(p == &paths[0]))
+            .sum();
+        assert_eq!(s1 - s0, expect, "packets into spine {key:?}");
+        assert_eq!(
+            t1 - t0,
+            expect,
+            "packets from spine {key:?} into the last T0"
+        );
+    }
+    for (path, n) in &batches {
+        assert_eq!(got.get(&tag(path)), Some(n), "{path}: received {got:?}");
+    }
+    paths
+}
+
 #[test]
 fn kernel_un_switches_follow_the_plan() {
     if !prerequisites() {
         return;
     }
-    let fabric = Fabric::up();
+    let fabric = Fabric::up(Plan::builtin("small").expect("built-in plan"), "g");
     let plan = &fabric.plan;
     let (src, dst) = (HostId(0), HostId(3));
-    let (a, b) = (plan.rack_of(src), plan.rack_of(dst));
-    assert_ne!(a, b, "the test wants a cross-rack pair");
-    let paths: Vec<Path> = plan.paths_all_planes(src, dst).unwrap().collect();
-    assert_eq!(paths.len(), 4);
+    let a = plan.rack_of(src);
+    assert_ne!(a, plan.rack_of(dst), "the test wants a cross-rack pair");
 
-    // 1. A different number of packets on each path: each spine sees exactly its own.
-    let batches: Vec<(Path, u32)> = paths.iter().zip(3u32..).map(|(p, n)| (*p, n)).collect();
-    let before = spine_counters(&fabric, a, b);
-    let got = fabric.send(&batches, &paths[0]);
-    let after = spine_counters(&fabric, a, b);
-    for (path, n) in &batches {
-        let key = (
-            path.plane,
-            path.spine.expect("cross-rack paths cross a spine"),
-        );
-        let (s0, t0) = before[&key];
-        let (s1, t1) = after[&key];
-        let n = u64::from(*n);
-        // The end marker also travels paths[0].
-        let extra = u64::from(path == &paths[0]);
-        assert_eq!(s1 - s0, n + extra, "packets into spine {key:?} for {path}");
-        assert_eq!(
-            t1 - t0,
-            n + extra,
-            "packets from spine {key:?} into the last T0 for {path}"
-        );
-        assert_eq!(
-            got.get(&tag(path)),
-            Some(&(n as u32)),
-            "{path}: received {got:?}"
-        );
-    }
+    // 1. Every path crosses exactly its spine and arrives.
+    let paths = each_path_crosses_its_spine(&fabric, src, dst);
+    assert_eq!(paths.len(), 4);
 
     // 2. Take the T0(0, a)–T1(0, 1) link down: exactly the paths through it blackhole.
     let t0 = SwitchId::t0(0, a);
@@ -346,4 +349,22 @@ fn kernel_un_switches_follow_the_plan() {
             "link up again: {path}: {got:?}"
         );
     }
+}
+
+/// The same fabric with "downlink" host uSIDs (the last uSID is the T0's local downlink, which
+/// the host owns), and same-rack paths: straight through the T0, and bounced off each spine.
+#[test]
+fn kernel_downlink_mode_and_same_rack_paths() {
+    if !prerequisites() {
+        return;
+    }
+    let text = mrc_srv6::plan::SMALL_PLAN_TOML
+        .replace("host_usids = \"global\"", "host_usids = \"downlink\"");
+    let plan = Plan::from_toml(&text, "small-downlink").expect("downlink variant parses");
+    let direct = plan.path(HostId(0), HostId(1), 0, 2).expect("direct path");
+    assert_eq!(direct.da.to_string(), "fcbb:bb00:1000:e001::");
+    let fabric = Fabric::up(plan, "d");
+    let same_rack = each_path_crosses_its_spine(&fabric, HostId(0), HostId(1));
+    assert_eq!(same_rack.iter().filter(|p| p.spine.is_none()).count(), 2);
+    each_path_crosses_its_spine(&fabric, HostId(0), HostId(3));
 }

@@ -107,6 +107,29 @@ impl Source<'_> {
         Some(self.text[..start].bytes().filter(|&b| b == b'\n').count() + 1)
     }
 
+    /// The dotted key written on the line holding `offset` (`links.host.speed_gbps`), if that
+    /// line is a `key = value` line, with the table header above it.
+    fn field_at(&self, offset: usize) -> Option<String> {
+        let upto = &self.text[..offset.min(self.text.len())];
+        let line_start = upto.rfind('\n').map_or(0, |i| i + 1);
+        let line = self.text[line_start..].lines().next().unwrap_or("");
+        let (key, _) = line.split_once('=')?;
+        let key = key.trim();
+        if key.is_empty() || key.starts_with('[') || key.starts_with('#') {
+            return None;
+        }
+        let table = upto[..line_start].lines().rev().find_map(|l| {
+            let l = l.trim();
+            l.strip_prefix('[')
+                .and_then(|t| t.split(']').next())
+                .map(str::trim)
+        });
+        Some(match table {
+            Some(t) if !t.is_empty() => format!("{t}.{key}"),
+            _ => key.to_owned(),
+        })
+    }
+
     fn error<T>(&self, field: &str, value: &Spanned<T>, message: impl Into<String>) -> PlanError {
         PlanError {
             path: self.path.to_owned(),
@@ -207,7 +230,7 @@ impl Plan {
         let raw: RawPlan = toml::from_str(text).map_err(|e| PlanError {
             path: path.to_owned(),
             line: e.span().and_then(|s| src.line_of(&(s.start..s.end.max(1)))),
-            field: None,
+            field: e.span().and_then(|s| src.field_at(s.start)),
             message: e.message().trim().to_owned(),
         })?;
 

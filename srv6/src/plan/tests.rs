@@ -347,6 +347,19 @@ fn errors_name_file_line_and_field() {
     assert!(e.line.is_some(), "{e}");
 
     let e = err(&SMALL_PLAN_TOML.replace(
+        "latency_ns = 500\n\n[links.fabric]",
+        "latency_ns = \"soon\"\n\n[links.fabric]",
+    ));
+    assert_eq!(e.field.as_deref(), Some("links.host.latency_ns"), "{e}");
+    assert!(e.message.contains("invalid type"), "{e}");
+    let e = err(&with("planes", "\"two\""));
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(line_of("planes")), Some("planes")),
+        "{e}"
+    );
+
+    let e = err(&SMALL_PLAN_TOML.replace(
         "speed_gbps = 100\nlatency_ns = 500\n\n[links.fabric]",
         "speed_gbps = 0\nlatency_ns = 500\n\n[links.fabric]",
     ));
