@@ -26,11 +26,14 @@ fuzz_target!(|data: &[u8]| {
     // Each shift moves the argument up one uSID, so the container is exhausted within
     // `capacity` shifts whatever the peer wrote.
     for _ in 0..format.capacity() {
+        let second = c.remaining().nth(1);
         if !c.shift() {
             break;
         }
         assert_eq!(c.block(), block);
-        assert!(c.remaining().count() <= format.capacity());
+        if let Some(second) = second {
+            assert_eq!(c.active(), Some(second), "the next uSID becomes active");
+        }
     }
     assert!(c.is_exhausted());
     let _ = c.to_string();
