@@ -168,6 +168,9 @@ fn sender(socket: &str, prefix: &str) -> ExitCode {
         burst.len()
     );
     wait_link(&port, false, "down (receiver stopped)");
+    // memif marks the link down before its control thread has finished the disconnect; closing
+    // the port in the middle of that double-frees ("EAL: Error: Invalid memory").
+    std::thread::sleep(Duration::from_millis(100));
     drop(burst);
     drop(queues);
     port.stop().expect("stop");

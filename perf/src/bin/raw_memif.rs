@@ -8,9 +8,15 @@
 //! raw_memif --role tx --socket /s ...
 //! ```
 //!
-//! The receiver is the memif server and stops first (DPDK 22.11's memif server can crash when
-//! its client disconnects while it polls); the sender stops when it sees the link go down. Each
-//! side prints one JSON line and one line of text. Rates count Ethernet frame bytes (no FCS,
+//! Stopping: DPDK 22.11's memif crashes (SIGSEGV) a side that is inside a burst call while its
+//! peer disconnects (its control thread unmaps the shared rings under it), and a server whose
+//! client leaves first logs a rejected double free ("EAL: Error: Invalid memory"). So the
+//! receiver (memif server) ends its window and sends a STOP frame back; the sender, which looks
+//! for it every few milliseconds, stops sending, answers ACK and from then on only watches the
+//! link; on the ACK the receiver closes its port; the sender sees the link go down and closes
+//! a moment later (memif reports the link down before its control thread is done with the
+//! disconnect).
+//! Each side prints one JSON line and one line of text. Rates count Ethernet frame bytes (no FCS,
 //! preamble or inter-frame gap), from the first frame received to the end of the window.
 
 use std::path::{Path, PathBuf};
@@ -18,7 +24,9 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
-use mrc_dpdk::{Eal, HEADROOM, MbufBurst, Mempool, MempoolConfig, Port, PortConfig, Queues};
+use mrc_dpdk::{
+    Eal, HEADROOM, MbufBurst, Mempool, MempoolConfig, Port, PortConfig, Queues, TxQueue,
+};
 use serde_json::json;
 
 const BURST: usize = 32;
@@ -26,6 +34,14 @@ const BURST: usize = 32;
 const ETHERTYPE: [u8; 2] = [0x88, 0xb5];
 /// Ethernet header + sequence number.
 const MIN_FRAME: u16 = 22;
+/// The sequence numbers of the receiver's STOP frame and of the sender's answer.
+const STOP: u64 = u64::MAX;
+const ACK: u64 = u64::MAX - 1;
+/// How often the sender looks for the STOP frame and at the link.
+const CHECK_EVERY: Duration = Duration::from_millis(5);
+/// memif's control thread marks the link down *before* it tears the connection down; closing the
+/// port during that teardown double-frees. Wait this long after the link went down.
+const DISCONNECT_GRACE: Duration = Duration::from_millis(100);
 /// How long a side waits for its peer (link up, first frame, link down) before giving up.
 const PEER_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -198,8 +214,8 @@ fn report(
 }
 
 /// Receiver: counts frames for `secs` from the first one, checks the sequence numbers, then
-/// stops its port first. `on_ready` runs once the port is up (the pair mode starts the sender);
-/// it gets the directory that holds the DPDK runtime directories.
+/// stops first (see the top of the file). `on_ready` runs once the port is up (the pair mode
+/// starts the sender there); it gets the directory that holds the DPDK runtime directories.
 fn receive(args: &Args, on_ready: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let socket = args.socket.as_deref().ok_or("--role rx needs --socket")?;
     let mut side = side(args, true, socket)?;
@@ -207,7 +223,8 @@ fn receive(args: &Args, on_ready: impl FnOnce(&Path) -> Result<()>) -> Result<()
     let rx = &mut side.queues.rx[0];
     let window = Duration::from_secs_f64(args.secs);
     let mut burst = MbufBurst::<BURST>::new();
-    let (mut frames, mut bytes, mut gaps, mut next_seq) = (0_u64, 0_u64, 0_u64, None::<u64>);
+    let (mut frames, mut bytes, mut gaps) = (0_u64, 0_u64, 0_u64);
+    let mut next_seq = None;
     let waiting_since = Instant::now();
     let mut start = None;
     loop {
@@ -222,14 +239,11 @@ fn receive(args: &Args, on_ready: impl FnOnce(&Path) -> Result<()>) -> Result<()
         }
         start.get_or_insert(now);
         for m in burst.iter() {
-            let seq = m
-                .data()
-                .get(14..22)
-                .map_or(0, |s| u64::from_be_bytes(s.try_into().unwrap_or_default()));
-            if next_seq.is_some_and(|n| n != seq) {
+            let seq = frame_seq(m.data());
+            if next_seq.is_some() && next_seq != seq {
                 gaps += 1;
             }
-            next_seq = Some(seq + 1);
+            next_seq = seq.map(|s| s + 1);
             bytes += m.len() as u64;
         }
         frames += burst.len() as u64;
@@ -237,52 +251,85 @@ fn receive(args: &Args, on_ready: impl FnOnce(&Path) -> Result<()>) -> Result<()
     }
     let elapsed = start.map_or(Duration::ZERO, |t0| t0.elapsed());
     let stats = side.port.stats()?;
-    drop(side); // the receiver stops first
-    report(
-        args,
-        "rx",
-        frames,
-        bytes,
-        elapsed,
-        json!({ "seq_gaps": gaps, "imissed": stats.imissed }),
-    );
+
+    // Tell the sender to stop; close once it answered (it only watches the link by then).
+    send_control(&side.pool, &mut side.queues.tx[0], STOP)?;
+    let deadline = Instant::now() + PEER_TIMEOUT;
+    let mut acked = false;
+    while !acked && Instant::now() < deadline {
+        rx.rx_burst(&mut burst);
+        acked = burst.iter().any(|m| frame_seq(m.data()) == Some(ACK));
+        burst.clear();
+    }
+    drop(side);
+    if !acked {
+        return Err("the sender never answered STOP".into());
+    }
+
+    let extra = json!({ "seq_gaps": gaps, "imissed": stats.imissed });
+    report(args, "rx", frames, bytes, elapsed, extra);
     Ok(())
 }
 
-/// Sender: as fast as the ring takes them, until the receiver stops (link down).
+/// Sends one control frame (STOP or ACK), retrying while the ring is full.
+fn send_control(pool: &Mempool, tx: &mut TxQueue, what: u64) -> Result<()> {
+    let mut frame = pool.alloc()?;
+    template(frame.append(usize::from(MIN_FRAME))?, what);
+    let mut burst = MbufBurst::<1>::new();
+    burst
+        .push(frame)
+        .map_err(|_| "an empty burst takes a frame")?;
+    let deadline = Instant::now() + PEER_TIMEOUT;
+    while !burst.is_empty() {
+        if Instant::now() > deadline {
+            return Err("the peer's ring stayed full".into());
+        }
+        tx.tx_burst(&mut burst);
+    }
+    Ok(())
+}
+
+/// Sender: as fast as the ring takes them, until the receiver says STOP.
 fn send(args: &Args) -> Result<()> {
     let socket = args.socket.as_deref().ok_or("--role tx needs --socket")?;
     let mut side = side(args, false, socket)?;
     wait_link(&side.port, true)?;
-    let tx = &mut side.queues.tx[0];
+    let Side {
+        queues, port, pool, ..
+    } = &mut side;
+    let (tx, rx) = (&mut queues.tx[0], &mut queues.rx[0]);
     let len = usize::from(args.frame_size);
-    let mut header = [0_u8; MIN_FRAME as usize];
-    header[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
-    header[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
-    header[12..14].copy_from_slice(&ETHERTYPE);
     let mut burst = MbufBurst::<BURST>::new();
+    let mut control = MbufBurst::<BURST>::new();
     let (mut seq, mut bytes) = (0_u64, 0_u64);
     let start = Instant::now();
-    let mut last_link_check = start;
+    let mut last_check = start;
     loop {
         let now = Instant::now(); // one timestamp per iteration
-        if now - last_link_check > Duration::from_millis(10) {
-            last_link_check = now;
-            if !side.port.link()?.up {
+        if now - last_check > CHECK_EVERY {
+            last_check = now;
+            rx.rx_burst(&mut control);
+            let stop = control.iter().any(|m| frame_seq(m.data()) == Some(STOP));
+            control.clear();
+            if stop {
+                send_control(pool, tx, ACK)?;
+                wait_link(port, false)?; // the receiver closes now; no more bursts here
+                std::thread::sleep(DISCONNECT_GRACE);
                 break;
             }
+            if !port.link()?.up {
+                return Err("the receiver left without STOP".into());
+            }
             if now - start > Duration::from_secs_f64(args.secs) + PEER_TIMEOUT {
-                return Err("the receiver never stopped".into());
+                return Err("the receiver never said STOP".into());
             }
         }
         let have = burst.len();
-        if side.pool.alloc_bulk(&mut burst, BURST - have).is_ok() {
+        if pool.alloc_bulk(&mut burst, BURST - have).is_ok() {
             for m in &mut burst[have..] {
-                // The template header, patched with the sequence number; the body is whatever
+                // The header template patched with the sequence number; the body is whatever
                 // the buffer held (memif copies it all the same).
-                let frame = m.append(len)?;
-                header[14..22].copy_from_slice(&seq.to_be_bytes());
-                frame[..header.len()].copy_from_slice(&header);
+                template(m.append(len)?, seq);
                 seq += 1;
             }
         }
@@ -295,6 +342,22 @@ fn send(args: &Args) -> Result<()> {
     drop(side);
     report(args, "tx", sent, bytes, elapsed, json!({}));
     Ok(())
+}
+
+/// Writes our header into the first 22 bytes of `frame`: Ethernet, then the sequence number.
+fn template(frame: &mut [u8], seq: u64) {
+    frame[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    frame[12..14].copy_from_slice(&ETHERTYPE);
+    frame[14..22].copy_from_slice(&seq.to_be_bytes());
+}
+
+/// The sequence number of one of our frames.
+fn frame_seq(frame: &[u8]) -> Option<u64> {
+    if frame.get(12..14)? != ETHERTYPE {
+        return None;
+    }
+    Some(u64::from_be_bytes(frame.get(14..22)?.try_into().ok()?))
 }
 
 /// Both sides: this process receives, a child process sends (on another lcore), started once
@@ -347,7 +410,8 @@ impl Drop for KillOnDrop {
         if self.0.try_wait().ok().flatten().is_none() {
             let _ = self.0.kill();
             let _ = self.0.wait();
-            let _ = std::fs::remove_dir_all(&self.1);
         }
+        // Gone already if the sender exited cleanly.
+        let _ = std::fs::remove_dir_all(&self.1);
     }
 }
