@@ -4,6 +4,7 @@
 use mrc_srv6::wire::Dscp;
 
 use super::entropy::EntropyOrder;
+use super::neth::NackReason;
 use super::opcode::Opcode;
 
 /// RoCEv2's well-known UDP destination port (brief §2.2; the transcriptions also say 4971).
@@ -46,6 +47,16 @@ pub enum Trimmed {
     InFabric,
     /// At the last hop: incast at the destination (NACK TRIMMED_LASTHOP).
     LastHop,
+}
+
+impl Trimmed {
+    /// The NACK reason the responder answers a trimmed packet with (brief §2.10).
+    pub const fn nack_reason(self) -> NackReason {
+        match self {
+            Self::InFabric => NackReason::Trimmed,
+            Self::LastHop => NackReason::TrimmedLastHop,
+        }
+    }
 }
 
 impl DscpConfig {
@@ -157,6 +168,8 @@ mod tests {
         assert_eq!(d.trimmed(Dscp(12)), Some(Trimmed::InFabric));
         assert_eq!(d.trimmed(Dscp(16)), Some(Trimmed::LastHop));
         assert_eq!(d.trimmed(Dscp(4)), None);
+        assert_eq!(Trimmed::InFabric.nack_reason(), NackReason::Trimmed);
+        assert_eq!(Trimmed::LastHop.nack_reason(), NackReason::TrimmedLastHop);
         assert_eq!(d.for_packet(Opcode::WriteMiddle, false, true), Dscp(4));
         assert_eq!(d.for_packet(Opcode::WriteMiddle, true, true), Dscp(8));
         assert_eq!(d.for_packet(Opcode::WriteOnly, true, false), Dscp(0));

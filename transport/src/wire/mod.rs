@@ -97,7 +97,7 @@ impl From<mrc_srv6::wire::WireError> for WireError {
     fn from(e: mrc_srv6::wire::WireError) -> Self {
         match e {
             mrc_srv6::wire::WireError::Truncated { need, have } => Self::Truncated {
-                what: "IPv6 header",
+                what: "IPv6 or SRH header",
                 need,
                 have,
             },

@@ -3,7 +3,7 @@
 use mrc_srv6::wire::ipv6::next_header;
 use mrc_srv6::wire::{
     ETHERNET_HEADER_LEN, EthernetFrame, EthernetProtocol, EthernetRepr, IPV6_HEADER_LEN,
-    Ipv6Packet, Ipv6Repr,
+    Ipv6Packet, Ipv6Repr, SrhPacket,
 };
 
 use super::super::bth::{BTH_LEN, BthPacket, BthRepr};
@@ -12,9 +12,6 @@ use super::super::icrc::{self, ICRC_LEN};
 use super::super::udp::{UDP_HEADER_LEN, UdpPacket, UdpRepr};
 use super::super::{Result, WireError, check_len};
 use super::{Body, Frame, SrhView};
-
-/// RFC 8754 routing type of the SRH.
-const ROUTING_TYPE_SRH: u8 = 4;
 
 /// Parse a received frame.
 ///
@@ -202,28 +199,17 @@ fn bounded_end(
     Ok(start + claimed.min(actual))
 }
 
-/// Parse an SRH (RFC 8754 §2) at the start of `b`: the view, its length, its next header.
+/// Parse an SRH at the start of `b` (validated by mrc-srv6's view, RFC 8754 §2): the view,
+/// its length, its next header.
 fn parse_srh(b: &[u8]) -> Result<(SrhView<'_>, usize, u8)> {
-    check_len(b, 8, "SRH")?;
-    let len = (usize::from(b[1]) + 1) * 8;
-    check_len(b, len, "SRH")?;
-    if b[2] != ROUTING_TYPE_SRH {
-        return Err(WireError::Malformed {
-            what: "routing header type (not an SRH)",
-        });
-    }
-    let segs = (usize::from(b[4]) + 1) * 16;
-    if 8 + segs > len {
-        return Err(WireError::Malformed {
-            what: "SRH last entry beyond its length",
-        });
-    }
+    let p = SrhPacket::new_checked(b)?;
+    let len = p.header_len();
     let view = SrhView {
-        segments_left: b[3],
-        last_entry: b[4],
-        flags: b[5],
-        tag: u16::from_be_bytes([b[6], b[7]]),
-        segments: &b[8..8 + segs],
+        segments_left: p.segments_left(),
+        last_entry: p.last_entry(),
+        flags: p.flags(),
+        tag: p.tag(),
+        segments: &b[8..8 + 16 * p.segment_count()],
     };
-    Ok((view, len, b[0]))
+    Ok((view, len, p.next_header()))
 }

@@ -392,3 +392,21 @@ proptest! {
         let _ = parse_frame(&buf, &WireConfig::default()).map(|f| f.to_string());
     }
 }
+
+#[test]
+fn a_bad_srh_is_malformed_not_a_panic() {
+    let buf = build(&write_repr(srv6(true), 8), &[0u8; 8]);
+    let srh_at = 14 + 40;
+    let mut sl = buf.clone();
+    sl[srh_at + 3] = 5; // segments left beyond the one-entry list
+    assert!(matches!(
+        parse_frame(&sl, &WireConfig::default()),
+        Err(WireError::Malformed { .. })
+    ));
+    let mut ty = buf.clone();
+    ty[srh_at + 2] = 2; // not routing type 4
+    assert!(matches!(
+        parse_frame(&ty, &WireConfig::default()),
+        Err(WireError::Malformed { .. })
+    ));
+}
