@@ -4,6 +4,8 @@
 //! mrc-fabric paths small --from h0 --to h3 [--plane 0]
 //! mrc-fabric linux small --prefix mrc | sh
 //! mrc-fabric linux small --prefix mrc --teardown | sh
+//! mrc-fabric dump capture.pcapng
+//! mrc-fabric demo [small --from h0 --to h3]
 //! ```
 //! Each subcommand lives in its own module under `mrc_apps::fabric`.
 
@@ -27,11 +29,17 @@ enum Command {
     Paths(fabric::paths::Args),
     /// Print the shell script that builds (or tears down) the plan as Linux namespaces.
     Linux(fabric::linux::Args),
+    /// Decode the MRC frames of a pcap/pcapng capture, one line per header.
+    Dump(fabric::dump::Args),
+    /// Show a plan's paths and build + decode a Write, SACK, trimmed Write and NACK.
+    Demo(fabric::demo::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Paths(args) => fabric::paths::run(&args),
         Command::Linux(args) => fabric::linux::run(&args),
+        Command::Dump(args) => fabric::dump::run(&args),
+        Command::Demo(args) => fabric::demo::run(&args),
     }
 }

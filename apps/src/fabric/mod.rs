@@ -4,6 +4,8 @@
 use anyhow::Context as _;
 use mrc_srv6::plan::{HostId, NodeId, Plan};
 
+pub mod demo;
+pub mod dump;
 pub mod linux;
 pub mod paths;
 
