@@ -34,29 +34,29 @@ pub const ICRC_MIN_COVERED: usize = IPV6_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN;
 /// without the ICRC trailer itself.
 pub fn compute(covered: &[u8]) -> Result<u32> {
     check_len(covered, ICRC_MIN_COVERED, "ICRC-covered headers")?;
-    let mut h = crc32fast::Hasher::new();
-    h.update(&[0xff; 8]);
-
     let mut ip = [0u8; IPV6_HEADER_LEN];
     ip.copy_from_slice(&covered[..IPV6_HEADER_LEN]);
     ip[0] |= 0x0f; // traffic class, upper nibble
     ip[1..4].fill(0xff); // traffic class, lower nibble + flow label
     ip[7] = 0xff; // hop limit
-    h.update(&ip);
+    Ok(crc_after_ip(&ip, &covered[IPV6_HEADER_LEN..]))
+}
 
-    let mut udp = [0u8; UDP_HEADER_LEN];
-    udp.copy_from_slice(&covered[IPV6_HEADER_LEN..IPV6_HEADER_LEN + UDP_HEADER_LEN]);
-    udp[6..8].fill(0xff); // checksum
-    h.update(&udp);
+/// CRC-32 over the LRH stand-in, an already masked IP header, and `rest` (UDP | BTH | ...)
+/// with the UDP checksum and BTH byte 4 masked. `rest` holds at least UDP + BTH.
+fn crc_after_ip(masked_ip: &[u8], rest: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&[0xff; 8]);
+    h.update(masked_ip);
 
-    let bth_at = IPV6_HEADER_LEN + UDP_HEADER_LEN;
-    let mut bth = [0u8; BTH_LEN];
-    bth.copy_from_slice(&covered[bth_at..bth_at + BTH_LEN]);
-    bth[4] = 0xff; // resv8a
-    h.update(&bth);
+    let mut udp_bth = [0u8; UDP_HEADER_LEN + BTH_LEN];
+    udp_bth.copy_from_slice(&rest[..UDP_HEADER_LEN + BTH_LEN]);
+    udp_bth[6..8].fill(0xff); // UDP checksum
+    udp_bth[UDP_HEADER_LEN + 4] = 0xff; // BTH resv8a (FECN/BECN)
+    h.update(&udp_bth);
 
-    h.update(&covered[bth_at + BTH_LEN..]);
-    Ok(h.finalize())
+    h.update(&rest[UDP_HEADER_LEN + BTH_LEN..]);
+    h.finalize()
 }
 
 /// Read an ICRC trailer.
@@ -119,6 +119,33 @@ mod tests {
         let mut v = vector();
         v[56] |= 0x40;
         assert_ne!(compute(&v).unwrap(), base);
+    }
+
+    /// A RoCEv2 CNP captured on a ConnectX-4 Lx (IPv4; from scapy's RoCE regression tests,
+    /// secdev/scapy `test/contrib/roce.uts`): the hardware's ICRC is the last 4 bytes,
+    /// 82 fd 00 2a. Checks the LRH stand-in, the BTH byte-4 mask (the CNP sets BECN there) and
+    /// the trailer byte order against real hardware; IPv4 masks TOS, TTL and checksum instead.
+    #[test]
+    fn matches_a_connectx_capture() {
+        const FRAME: &str = "e41d2dab2bc27cfe90643b32080045c2003c718c400040119161\
+                             0a0011010a001201000012b700280000 8100ffff400001180000\
+                             00000000000000000000000000000000000082fd002a";
+        let hex: String = FRAME.split_whitespace().collect();
+        let b: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        let ip = &b[14..];
+        let mut v4 = [0u8; 20];
+        v4.copy_from_slice(&ip[..20]);
+        v4[1] = 0xff; // TOS
+        v4[8] = 0xff; // TTL
+        v4[10..12].fill(0xff); // header checksum
+        let end = b.len() - ICRC_LEN;
+        let crc = crc_after_ip(&v4, &ip[20..end - 14]);
+        let mut trailer = [0u8; ICRC_LEN];
+        write(crc, &mut trailer);
+        assert_eq!(trailer, [0x82, 0xfd, 0x00, 0x2a]);
     }
 
     #[test]
