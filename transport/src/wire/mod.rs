@@ -41,7 +41,9 @@ pub use config::{DscpConfig, FlowLabelPlacement, Trimmed, WireConfig};
 pub use eeth::{EETH_LEN, EethPacket, EethRepr};
 pub use entropy::{Entropy, EntropyOrder};
 pub use erth::{ERTH_LEN, EndpointOp, ErthPacket, ErthRepr};
-pub use frame::{Body, Frame, FrameLayout, FrameRepr, Route, SrhView, WriteHeaders, parse_frame};
+pub use frame::{
+    Body, Frame, FrameLayout, FrameRepr, Route, SrhView, WriteHeaders, parse_frame, trim_frame,
+};
 pub use immdt::{IMMDT_LEN, ImmDtPacket, ImmDtRepr};
 pub use meth::{METH_LEN, MethPacket, MethRepr};
 pub use neth::{NETH_LEN, NackReason, NethPacket, NethRepr};

@@ -18,6 +18,7 @@
 mod body;
 mod emit;
 mod parse;
+mod trim;
 
 use core::fmt;
 use core::net::Ipv6Addr;
@@ -27,6 +28,7 @@ use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress, EthernetRepr, Ipv6Repr};
 
 pub use body::{Body, WriteHeaders};
 pub use parse::parse_frame;
+pub use trim::trim_frame;
 
 use super::bth::BthRepr;
 use super::config::Trimmed;

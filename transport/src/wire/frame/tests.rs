@@ -77,6 +77,14 @@ fn srv6(srh: bool) -> Route {
     }
 }
 
+/// An SRv6 Write frame (no SRH) with `payload_len` bytes of payload, for other modules' tests.
+pub(super) fn srv6_write_frame(payload_len: usize) -> Vec<u8> {
+    build(
+        &write_repr(srv6(false), payload_len),
+        &vec![5u8; payload_len],
+    )
+}
+
 fn build(repr: &FrameRepr, payload: &[u8]) -> Vec<u8> {
     let cfg = WireConfig::default();
     let mut buf = vec![0u8; repr.buffer_len(payload.len())];
