@@ -1,0 +1,239 @@
+//! A switch (or NIC) egress port in front of a link (brief §5.2, §5.3): a data queue and a
+//! strict-priority control queue sharing one buffer limit, randomized ECN marking between two
+//! thresholds, trimming on overflow with a DSCP rewrite (a distinct code point at the last
+//! hop), tail drop when trimming is off; then serialisation at the link rate, propagation
+//! delay, random loss and up/down state.
+//!
+//! The port reads only what a switch reads: the outer IPv6 DSCP and ECN fields, through
+//! `mrc_srv6::wire::Ipv6Packet`.
+
+use std::collections::VecDeque;
+
+use mrc_srv6::wire::{ETHERNET_HEADER_LEN, Ecn, Ipv6Packet};
+use mrc_transport::wire::WireConfig;
+
+use crate::pool::{PacketId, Pool};
+use crate::queue::PortId;
+use crate::rng::SimRng;
+
+/// What a full data queue does with a frame that does not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrimMode {
+    /// Tail drop.
+    Off,
+    /// Cut to the trim size, DSCP rewritten to "trimmed" (NACK TRIMMED).
+    InFabric,
+    /// Cut, DSCP rewritten to "trimmed at the last hop" (NACK TRIMMED_LASTHOP).
+    LastHop,
+}
+
+/// Randomized (RED-style) ECN marking: no mark at or below `min_bytes` queued, probability
+/// rising linearly to `max_prob` at `max_bytes`, always above.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EcnProfile {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub max_prob: f64,
+}
+
+/// Everything about a port that does not change during a run (faults aside).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortModel {
+    pub rate_gbps: u32,
+    pub latency_ps: u64,
+    /// Buffer shared by both queues, bytes.
+    pub buffer_bytes: u64,
+    pub ecn: Option<EcnProfile>,
+    pub trim: TrimMode,
+}
+
+/// Counters of one egress port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct PortStats {
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Data frames sent (not control, not trimmed).
+    pub tx_data_frames: u64,
+    pub ecn_marked: u64,
+    pub trimmed: u64,
+    pub tail_dropped: u64,
+    /// Lost to the link's random loss.
+    pub lost: u64,
+    /// Lost because the link was down (queued, on the wire, or offered).
+    pub down_dropped: u64,
+    /// Most bytes queued at once.
+    pub peak_queue_bytes: u64,
+}
+
+/// How a frame was classified at admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Data { marked: bool },
+    Priority { trimmed: bool },
+    Dropped,
+}
+
+/// One egress port and its link to `peer`.
+#[derive(Debug)]
+pub struct Port {
+    pub model: PortModel,
+    /// The egress port at the other end of the link (same link, other direction).
+    pub peer: PortId,
+    pub up: bool,
+    /// Bumped when the link goes down: frames on the wire from an earlier epoch are lost.
+    pub epoch: u32,
+    /// Random loss probability per frame on the link (per-link loss and gray links).
+    pub loss: f64,
+    /// The frame being serialised.
+    pub busy: Option<PacketId>,
+    data: VecDeque<PacketId>,
+    prio: VecDeque<PacketId>,
+    data_bytes: u64,
+    prio_bytes: u64,
+    pub stats: PortStats,
+}
+
+impl Port {
+    pub fn new(model: PortModel, peer: PortId) -> Self {
+        Self {
+            model,
+            peer,
+            up: true,
+            epoch: 0,
+            loss: 0.0,
+            busy: None,
+            data: VecDeque::new(),
+            prio: VecDeque::new(),
+            data_bytes: 0,
+            prio_bytes: 0,
+            stats: PortStats::default(),
+        }
+    }
+
+    /// Bytes queued (not counting the frame on the wire).
+    pub fn queued_bytes(&self) -> u64 {
+        self.data_bytes + self.prio_bytes
+    }
+
+    /// Frames queued (not counting the frame on the wire).
+    pub fn queued_frames(&self) -> usize {
+        self.data.len() + self.prio.len()
+    }
+
+    /// Offer a frame (MRC 1.0 switch behaviour, brief §5.2–§5.3). On `Dropped` the frame has
+    /// been returned to the pool.
+    pub fn admit(
+        &mut self,
+        pkt: PacketId,
+        pool: &mut Pool,
+        wire: &WireConfig,
+        rng: &mut SimRng,
+    ) -> Admission {
+        if !self.up {
+            self.stats.down_dropped += 1;
+            pool.free(pkt);
+            return Admission::Dropped;
+        }
+        let len = pool.len(pkt) as u64;
+        let keep = ETHERNET_HEADER_LEN + usize::from(wire.trim_size);
+        let total = self.data_bytes + self.prio_bytes;
+        let Ok(mut ip) = Ipv6Packet::new_checked(&mut pool.frame_mut(pkt)[ETHERNET_HEADER_LEN..])
+        else {
+            // Not IPv6: a switch has no class for it.
+            self.stats.tail_dropped += 1;
+            pool.free(pkt);
+            return Admission::Dropped;
+        };
+        let dscp = ip.dscp();
+        // Control and trimmed headers ride the strict-priority queue, never trimmed or marked.
+        if dscp == wire.dscp.control || wire.dscp.trimmed(dscp).is_some() {
+            if total + len > self.model.buffer_bytes {
+                self.stats.tail_dropped += 1;
+                pool.free(pkt);
+                return Admission::Dropped;
+            }
+            self.push_prio(pkt, len);
+            return Admission::Priority { trimmed: false };
+        }
+        if total + len > self.model.buffer_bytes {
+            let trimmable = dscp == wire.dscp.trimmable || dscp == wire.dscp.retransmission;
+            let code = match self.model.trim {
+                TrimMode::Off => None,
+                TrimMode::InFabric => Some(wire.dscp.trimmed),
+                TrimMode::LastHop => Some(wire.dscp.trimmed_last_hop),
+            };
+            if let Some(code) = code.filter(|_| trimmable && len as usize > keep) {
+                ip.set_dscp(code);
+                pool.set_len(pkt, keep);
+                self.stats.trimmed += 1;
+                // The trimmed header has its own small headroom: the priority queue is never
+                // full of data, so only a flood of headers can overflow it.
+                if self.prio_bytes + keep as u64 > self.model.buffer_bytes {
+                    self.stats.tail_dropped += 1;
+                    pool.free(pkt);
+                    return Admission::Dropped;
+                }
+                self.push_prio(pkt, keep as u64);
+                return Admission::Priority { trimmed: true };
+            }
+            self.stats.tail_dropped += 1;
+            pool.free(pkt);
+            return Admission::Dropped;
+        }
+        let marked = matches!(ip.ecn(), Ecn::Ect0 | Ecn::Ect1)
+            && self.model.ecn.is_some_and(|e| {
+                let q = self.data_bytes;
+                if q <= e.min_bytes {
+                    false
+                } else if q >= e.max_bytes {
+                    true
+                } else {
+                    let p =
+                        e.max_prob * (q - e.min_bytes) as f64 / (e.max_bytes - e.min_bytes) as f64;
+                    rng.chance(p)
+                }
+            });
+        if marked {
+            ip.set_ecn(Ecn::Ce);
+            self.stats.ecn_marked += 1;
+        }
+        self.data.push_back(pkt);
+        self.data_bytes += len;
+        self.note_peak();
+        Admission::Data { marked }
+    }
+
+    fn push_prio(&mut self, pkt: PacketId, len: u64) {
+        self.prio.push_back(pkt);
+        self.prio_bytes += len;
+        self.note_peak();
+    }
+
+    fn note_peak(&mut self) {
+        self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(self.queued_bytes());
+    }
+
+    /// Take the next frame to serialise: priority first.
+    pub fn dequeue(&mut self, pool: &Pool) -> Option<PacketId> {
+        if let Some(p) = self.prio.pop_front() {
+            self.prio_bytes -= pool.len(p) as u64;
+            return Some(p);
+        }
+        let p = self.data.pop_front()?;
+        self.data_bytes -= pool.len(p) as u64;
+        Some(p)
+    }
+
+    /// The link goes down: everything queued and on the wire is lost.
+    pub fn go_down(&mut self, pool: &mut Pool) {
+        let lost = self.data.len() + self.prio.len();
+        self.stats.down_dropped += lost as u64;
+        for p in self.data.drain(..).chain(self.prio.drain(..)) {
+            pool.free(p);
+        }
+        self.data_bytes = 0;
+        self.prio_bytes = 0;
+        self.up = false;
+        self.epoch = self.epoch.wrapping_add(1);
+    }
+}
