@@ -30,6 +30,8 @@ pub mod neth;
 pub mod opcode;
 pub mod peth;
 pub mod reth;
+#[cfg(test)]
+mod roundtrip_tests;
 pub mod seth;
 pub mod tseth;
 pub mod udp;
