@@ -208,8 +208,9 @@ pub struct Limits {
     pub max_message_bytes: u64,
     /// Events waiting in `poll_event` (more are counted and dropped).
     pub max_events: u32,
-    /// NACKs waiting to leave per QP (more are counted and dropped; the peer's timers recover).
-    pub max_pending_nacks: u32,
+    /// Control packets (SACK, NACK, ACK) waiting to leave per QP, at most (and at most the
+    /// QP's MPR + 16): more are counted and dropped, the peer's timers recover.
+    pub max_control_backlog: u32,
 }
 
 impl Default for Limits {
@@ -227,7 +228,7 @@ impl Default for Limits {
             max_wimm: 4096,
             max_message_bytes: 1 << 31,
             max_events: 4096,
-            max_pending_nacks: 64,
+            max_control_backlog: 1 << 16,
         }
     }
 }

@@ -192,11 +192,14 @@ pub enum DropReason {
     Oversize,
     /// From a NIC other than the QP's peer.
     WrongPeer,
+    /// A NACK about a packet already acknowledged (its retransmission was trimmed after the
+    /// original got through).
+    Stale,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [Self; 19] = [
+    pub const ALL: [Self; 20] = [
         Self::Truncated,
         Self::Malformed,
         Self::NotMrc,
@@ -216,6 +219,7 @@ impl DropReason {
         Self::Unexpected,
         Self::Oversize,
         Self::WrongPeer,
+        Self::Stale,
     ];
 
     /// Snake-case name for reports and metrics.
@@ -240,6 +244,7 @@ impl DropReason {
             Self::Unexpected => "unexpected",
             Self::Oversize => "oversize",
             Self::WrongPeer => "wrong_peer",
+            Self::Stale => "stale",
         }
     }
 }

@@ -10,11 +10,12 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use crate::config::{ConfigError, EndpointConfig};
 use crate::ctx::{CcTable, Ctx};
+use crate::ev::EvInfo;
 use crate::event::EventQueue;
 use crate::qp::Qp;
 use crate::rng::Rng;
 use crate::slab::Slab;
-use crate::stats::{EndpointStats, EvStats, PlaneStats, QpStats};
+use crate::stats::{EndpointStats, PlaneStats, QpStats};
 use crate::time::Instant;
 use crate::verbs::{Cq, MrTable, Qpn};
 
@@ -128,15 +129,23 @@ impl Endpoint {
         self.planes.get(usize::from(port)).copied()
     }
 
-    /// Counters, state and plane of every EV of a QP, by EV id.
-    pub fn ev_stats(&self, qpn: Qpn) -> Vec<(crate::ev::EvId, u8, crate::ev::EvState, EvStats)> {
+    /// State, route and counters of every EV of a QP, by EV id.
+    pub fn ev_stats(&self, qpn: Qpn) -> Vec<EvInfo> {
         let Some(paths) = self.qps.get(qpn.0).and_then(|q| q.paths.as_ref()) else {
             return Vec::new();
         };
         (0..paths.table.len() as u16)
             .map(|id| {
                 let e = paths.table.ev(id);
-                (id, e.plane, e.state, e.stats)
+                EvInfo {
+                    id,
+                    plane: e.plane,
+                    state: e.state,
+                    role: e.role,
+                    entropy: e.entropy,
+                    path: e.path,
+                    stats: e.stats,
+                }
             })
             .collect()
     }

@@ -84,6 +84,20 @@ pub struct ProbeState {
     pub outstanding: Option<Instant>,
 }
 
+/// What `Endpoint::ev_stats` reports about one EV.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvInfo {
+    pub id: EvId,
+    pub plane: u8,
+    pub state: EvState,
+    pub role: EvRole,
+    /// The 32-bit EV on the wire.
+    pub entropy: u32,
+    /// SRv6 mode: the route.
+    pub path: Option<SrPath>,
+    pub stats: EvStats,
+}
+
 /// One EV.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ev {

@@ -110,7 +110,7 @@ pub(crate) struct Qp {
 
 impl Qp {
     pub fn new(qpn: Qpn, attr: QpInitAttr, cfg: &EndpointConfig, rng: Rng) -> Self {
-        let ctrl_limit = cfg.limits.max_pending_nacks as usize + 8;
+        let ctrl_limit = cfg.limits.max_control_backlog as usize;
         Self {
             qpn,
             state: QpState::Reset,
@@ -127,7 +127,7 @@ impl Qp {
             resp: None,
             cc: None,
             remote_up: u32::MAX,
-            ctrl: VecDeque::with_capacity(ctrl_limit),
+            ctrl: VecDeque::new(),
             ctrl_limit,
             in_tx_queue: false,
             in_ctrl_queue: false,
@@ -225,6 +225,10 @@ impl Qp {
             remap: ecmp.then(|| RemapDetector::new(profile.remap_burst, profile.remap_window)),
         });
         self.resp = Some(Responder::new(&a, init.mode, cfg));
+        // One control packet per PSN of the window at most waits (a burst of trimmed
+        // headers), plus a few SACKs and ACKs.
+        self.ctrl_limit = (a.mpr as usize + 16).min(self.ctrl_limit);
+        self.ctrl = VecDeque::with_capacity(self.ctrl_limit);
         self.rtr = Some(a);
         Ok(())
     }

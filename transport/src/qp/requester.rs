@@ -270,7 +270,7 @@ impl Qp {
 
         // Commit.
         if retx.is_some() {
-            req.flight.retransmit(now, seq, ev)
+            req.flight.retransmit(now, seq, ev);
         } else {
             req.flight.send_new(now, abs, pkt, len, ev);
             self.sq.advance(seq);
@@ -513,19 +513,27 @@ impl Qp {
         let (Some(req), Some(paths)) = (self.req.as_mut(), self.paths.as_mut()) else {
             return;
         };
-        let Some(seq) = seq_of(req.sq_psn, neth.nack_psn, req.flight.una())
-            .filter(|&s| s >= req.flight.una() && s < req.flight.nxt())
+        let Some(seq) =
+            seq_of(req.sq_psn, neth.nack_psn, req.flight.una()).filter(|&s| s < req.flight.nxt())
         else {
             ctx.drop_frame(DropReason::BadAck);
             return;
         };
+        if req
+            .flight
+            .entry(seq)
+            .is_none_or(|e| e.state == crate::reliability::EntryState::Acked)
+        {
+            ctx.drop_frame(DropReason::Stale);
+            return;
+        }
         let counts = &mut self.stats.nacks_received;
         match neth.reason {
             NackReason::Trimmed => counts.trimmed += 1,
             NackReason::TrimmedLastHop => counts.trimmed_last_hop += 1,
             NackReason::PsnOutOfWindow => counts.out_of_window += 1,
             NackReason::NoBitmap | NackReason::NoPktBuffer | NackReason::NoResource => {
-                counts.resource += 1
+                counts.resource += 1;
             }
             NackReason::UnexpectedEvent => counts.unexpected += 1,
             NackReason::Unknown(_) => counts.other += 1,
@@ -640,7 +648,7 @@ impl Qp {
         };
         let table = &mut paths.table;
         req.flight.on_sack(end, end, 0, &mut |_, e| {
-            table.stats_mut(e.ev).delivered += 1
+            table.stats_mut(e.ev).delivered += 1;
         });
         if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
             req.sync_cc(slot);

@@ -379,7 +379,7 @@ impl Qp {
             NackReason::PsnOutOfWindow => n.out_of_window += 1,
             NackReason::UnexpectedEvent => n.unexpected += 1,
             NackReason::NoBitmap | NackReason::NoPktBuffer | NackReason::NoResource => {
-                n.resource += 1
+                n.resource += 1;
             }
             NackReason::Unknown(_) => n.other += 1,
         }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress, Ipv6Packet};
 use mrc_transport::ev::{PathSource, SrPath};
 use mrc_transport::verbs::{
-    Access, CqHandle, InitAttr, MrKeys, PdHandle, QpCap, QpInitAttr, QpTransition, Qpn, RemoteNic,
-    RtrAttr, RtsAttr, WorkCompletion,
+    Access, CqHandle, InitAttr, MrKeys, PdHandle, QpCap, QpInitAttr, QpTransition, Qpn, RecvWr,
+    RemoteNic, RtrAttr, RtsAttr, SendOpcode, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use mrc_transport::{Duration, Endpoint, EndpointConfig, Instant, PathMode, PortConfig, PortMask};
 
@@ -106,6 +106,8 @@ pub struct FabricStats {
     pub delivered: u64,
     pub lost: u64,
     pub blackholed: u64,
+    /// Data frames (Writes) among the blackholed ones.
+    pub blackholed_data: u64,
     pub trimmed: u64,
     pub marked: u64,
     pub duplicated: u64,
@@ -119,7 +121,7 @@ struct InFlight {
 }
 
 /// SplitMix64, for the fabric's own randomness.
-pub struct TestRng(u64);
+pub struct TestRng(pub u64);
 
 impl TestRng {
     pub fn next(&mut self) -> u64 {
@@ -154,6 +156,8 @@ pub struct Net {
     pub tx_full: Vec<u32>,
     buf: Vec<u8>,
     trim_size: usize,
+    /// When set, every frame sent is also kept here as (source host, port, bytes).
+    pub capture: Option<Vec<(usize, u8, Vec<u8>)>>,
 }
 
 /// How to build a [`Net`].
@@ -231,6 +235,7 @@ impl NetBuilder {
             srv6: self.srv6,
             buf,
             trim_size,
+            capture: None,
         }
     }
 }
@@ -256,6 +261,16 @@ impl Net {
         }
     }
 
+    /// Whether a frame is an RDMA Write (BTH opcode 0xC6..=0xCB).
+    pub fn is_write(&self, frame: &[u8]) -> bool {
+        let bth = if self.srv6 {
+            14 + 40 + 40 + 8
+        } else {
+            14 + 40 + 8
+        };
+        frame.get(bth).is_some_and(|op| (0xC6..=0xCB).contains(op))
+    }
+
     fn enqueue(&mut self, at: Instant, host: usize, port: u8, bytes: Vec<u8>) {
         let slot = InFlight { host, port, bytes };
         let i = if let Some(i) = self.free.pop() {
@@ -272,6 +287,9 @@ impl Net {
     /// A frame leaves `src` on `port`.
     fn send(&mut self, src: usize, port: u8, mut bytes: Vec<u8>) {
         self.stats.sent += 1;
+        if let Some(c) = self.capture.as_mut() {
+            c.push((src, port, bytes.clone()));
+        }
         let Some((dst, path)) = self.route(&bytes) else {
             panic!("unroutable frame from host {src}");
         };
@@ -279,6 +297,9 @@ impl Net {
         let spec = self.specs[plane][path].clone();
         if spec.is_down(self.now) {
             self.stats.blackholed += 1;
+            if self.is_write(&bytes) {
+                self.stats.blackholed_data += 1;
+            }
             return;
         }
         if spec.loss > 0.0 && self.rng.unit() < spec.loss {
@@ -547,4 +568,73 @@ pub fn pattern(salt: u64) -> impl Fn(usize) -> u8 {
         let x = (i as u64 ^ salt).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         (x >> 56) as u8
     }
+}
+
+pub const SRC: u64 = 0x1_0000_0000;
+pub const DST: u64 = 0x7_0000_0000;
+
+/// Write `len` bytes from a to b (with an immediate when `imm`), run to completion, check
+/// every byte of b's region and both completions.
+pub fn write_and_check(net: &mut Net, c: &Conn, len: usize, imm: Option<u32>, salt: u64) {
+    let src = region(net, c.a, c.pd_a, SRC, len.max(1), pattern(salt));
+    let dst = region(net, c.b, c.pd_b, DST, len.max(1) + 64, |_| 0xee);
+    if imm.is_some() {
+        net.eps[c.b]
+            .post_recv(c.qp_b, &RecvWr { wr_id: 77 })
+            .unwrap();
+    }
+    let sge = [Sge {
+        addr: SRC,
+        length: len as u32,
+        lkey: src.lkey,
+    }];
+    net.eps[c.a]
+        .post_send(
+            c.qp_a,
+            &SendWr {
+                wr_id: 42,
+                opcode: imm.map_or(SendOpcode::Write, SendOpcode::WriteWithImm),
+                sg_list: &sge,
+                remote_addr: DST + 32,
+                rkey: dst.rkey,
+                signaled: true,
+            },
+        )
+        .unwrap();
+    let mut send_wcs = Vec::new();
+    let mut recv_wcs = Vec::new();
+    net.run_until(Duration::from_secs(10), |n| {
+        send_wcs.extend(drain_cq(n, c.a, c.cq_a));
+        recv_wcs.extend(drain_cq(n, c.b, c.cq_b));
+        !send_wcs.is_empty() && (imm.is_none() || !recv_wcs.is_empty())
+    });
+    assert_eq!(send_wcs.len(), 1);
+    assert_eq!(send_wcs[0].wr_id, 42);
+    assert_eq!(send_wcs[0].status, WcStatus::Success);
+    assert_eq!(send_wcs[0].opcode, WcOpcode::RdmaWrite);
+    assert_eq!(send_wcs[0].byte_len, len as u32);
+    if let Some(v) = imm {
+        assert_eq!(recv_wcs.len(), 1);
+        assert_eq!(recv_wcs[0].wr_id, 77);
+        assert_eq!(recv_wcs[0].opcode, WcOpcode::RecvRdmaWithImm);
+        assert_eq!(recv_wcs[0].imm_data, Some(v));
+        assert_eq!(recv_wcs[0].byte_len, len as u32);
+    } else {
+        assert!(recv_wcs.is_empty());
+    }
+    let got = net.eps[c.b].mr_slice(dst.lkey).unwrap();
+    let want = pattern(salt);
+    assert!(
+        got[..32].iter().all(|&b| b == 0xee),
+        "bytes before the target untouched"
+    );
+    for (i, &b) in got[32..32 + len].iter().enumerate() {
+        assert_eq!(b, want(i), "byte {i} of {len}");
+    }
+    assert!(
+        got[32 + len..].iter().all(|&b| b == 0xee),
+        "bytes after the target untouched"
+    );
+    net.eps[c.a].dereg_mr(src.lkey).unwrap();
+    net.eps[c.b].dereg_mr(dst.lkey).unwrap();
 }

@@ -1,0 +1,332 @@
+//! MRC over many paths at once: spraying, random loss, a blackholed path, trimming storms,
+//! reordering, duplicates, a path that comes back, a peer that disappears. Every scenario
+//! checks the bytes in the destination region, the completions, and the counters that say
+//! how the engine got there.
+
+mod common;
+
+use common::{ConnOpts, NetBuilder, PathSpec, connect, drain_cq, pattern, region, write_and_check};
+use mrc_transport::cc::{CcProfile, NsccConfig};
+use mrc_transport::ev::EvState;
+use mrc_transport::stats::DropReason;
+use mrc_transport::verbs::{RtsAttr, SendOpcode, SendWr, Sge, WcStatus};
+use mrc_transport::{Duration, Event, Instant};
+
+fn net(planes: usize, paths: usize, spec: PathSpec, seed: u64) -> common::Net {
+    NetBuilder {
+        planes,
+        paths_per_plane: paths,
+        spec,
+        seed,
+        ..NetBuilder::default()
+    }
+    .build()
+}
+
+#[test]
+fn one_qp_sprays_evenly_over_every_plane_and_path() {
+    let mut n = net(4, 8, PathSpec::default(), 1);
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    write_and_check(&mut n, &c, 8 << 20, Some(1), 1);
+    let sent: Vec<u64> = (0..4)
+        .map(|p| n.eps[0].plane_stats(p).unwrap().packets_sent)
+        .collect();
+    let total: u64 = sent.iter().sum();
+    assert_eq!(total, 2048, "8 MiB in 4 KiB packets, none resent: {sent:?}");
+    for s in &sent {
+        assert_eq!(*s, 512, "planes get exactly equal shares: {sent:?}");
+    }
+    let evs = n.eps[0].ev_stats(c.qp_a);
+    let used: Vec<u64> = evs
+        .iter()
+        .map(|e| e.stats.packets)
+        .filter(|&p| p > 0)
+        .collect();
+    assert_eq!(
+        used.len(),
+        32,
+        "every path of the small plan carries traffic"
+    );
+    let (lo, hi) = (used.iter().min().unwrap(), used.iter().max().unwrap());
+    assert!(hi - lo <= 4, "per-EV load is even: {lo}..{hi}");
+}
+
+#[test]
+fn messages_from_1_byte_to_64_mib_over_8_paths() {
+    let mut n = net(2, 4, PathSpec::default(), 2);
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    for (i, len) in [1usize, 100, 4096, 65_537, 1 << 20, 64 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        write_and_check(
+            &mut n,
+            &c,
+            len,
+            (i % 2 == 0).then_some(i as u32),
+            10 + i as u64,
+        );
+    }
+    let s = n.eps[0].qp_stats(c.qp_a).unwrap();
+    assert_eq!(s.retransmits.total(), 0);
+    assert_eq!(s.messages_completed, 6);
+}
+
+fn lossy(loss: f64, seed: u64) {
+    let spec = PathSpec {
+        loss,
+        ..PathSpec::default()
+    };
+    let mut n = net(2, 8, spec, seed);
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    write_and_check(&mut n, &c, 16 << 20, Some(7), seed);
+    let s = n.eps[0].qp_stats(c.qp_a).unwrap();
+    let lost = n.stats.lost;
+    assert!(lost > 0);
+    assert!(
+        s.retransmits.total() >= lost / 2,
+        "losses are repaired by retransmission ({} for {lost} lost frames)",
+        s.retransmits.total()
+    );
+    assert_eq!(s.messages_completed, 1);
+    assert_eq!(
+        n.eps[0].query_qp(c.qp_a).unwrap().state,
+        mrc_transport::verbs::QpState::Rts
+    );
+}
+
+#[test]
+fn one_percent_random_loss_on_every_path() {
+    lossy(0.01, 3);
+}
+
+#[test]
+fn ten_percent_random_loss_on_every_path() {
+    lossy(0.10, 4);
+}
+
+#[test]
+fn a_path_that_blackholes_mid_transfer_is_retired_and_only_its_packets_are_resent() {
+    let mut n = net(2, 4, PathSpec::default(), 5);
+    // Plane 1, path 2 dies 50 µs in and never comes back.
+    n.specs[1][2].down = vec![(Instant(50_000), Instant::MAX)];
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    write_and_check(&mut n, &c, 32 << 20, Some(9), 5);
+    let s = n.eps[0].qp_stats(c.qp_a).unwrap();
+    let holed = n.stats.blackholed_data;
+    assert!(holed > 0, "the path carried traffic when it died");
+    let resent = s.retransmits.total();
+    assert!(
+        resent >= holed && resent <= holed + 8,
+        "only what the dead path swallowed is resent: {resent} for {holed} ({:?})",
+        s.retransmits
+    );
+    // The EV on the dead path is retired; everything else is in service.
+    for e in n.eps[0].ev_stats(c.qp_a) {
+        let dead = e.plane == 1 && e.path.unwrap().outer_da.segments()[3] == 2;
+        if dead {
+            assert_eq!(e.state, EvState::AssumedBad, "EV {} on the dead path", e.id);
+        } else {
+            assert_ne!(
+                e.state,
+                EvState::AssumedBad,
+                "EV {} on plane {}",
+                e.id,
+                e.plane
+            );
+        }
+    }
+    assert!(n.eps[0].plane_stats(1).unwrap().evs_retired >= 1);
+}
+
+#[test]
+fn a_path_that_comes_back_is_probed_back_into_service() {
+    let mut n = net(2, 4, PathSpec::default(), 6);
+    n.specs[0][1].down = vec![(Instant(20_000), Instant(3_000_000))];
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    write_and_check(&mut n, &c, 4 << 20, None, 6);
+    let retired: Vec<u16> = n.eps[0]
+        .ev_stats(c.qp_a)
+        .iter()
+        .filter(|e| e.state == EvState::AssumedBad)
+        .map(|e| e.id)
+        .collect();
+    assert!(!retired.is_empty(), "the outage retired its EV");
+    // Keep the QP busy past the repair so probes run, then check every EV is back.
+    n.run_for(Duration::from_millis(30));
+    for e in n.eps[0].ev_stats(c.qp_a) {
+        assert_eq!(e.state, EvState::Good, "EV {} is back", e.id);
+        if retired.contains(&e.id) {
+            assert!(
+                e.stats.probes_ok >= 3,
+                "three probes in a row brought EV {} back",
+                e.id
+            );
+        }
+    }
+    let mut events = Vec::new();
+    while let Some(e) = n.eps[0].poll_event() {
+        events.push(e);
+    }
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::EvState {
+            to: EvState::Good,
+            ..
+        }
+    )));
+    write_and_check(&mut n, &c, 1 << 20, Some(3), 7);
+}
+
+#[test]
+fn trimming_storms_are_congestion_not_failure() {
+    // Slow, shallow paths that trim: a window far above their capacity trims a lot.
+    let spec = PathSpec {
+        rate_bps: 10_000_000_000,
+        queue_bytes: 16 * 1024,
+        trim: true,
+        ..PathSpec::default()
+    };
+    let mut n = NetBuilder {
+        planes: 2,
+        paths_per_plane: 2,
+        spec,
+        seed: 8,
+        tweak: |cfg| cfg.cc_profiles = vec![CcProfile::Nscc(NsccConfig::default())],
+        ..NetBuilder::default()
+    }
+    .build();
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    write_and_check(&mut n, &c, 8 << 20, Some(5), 8);
+    let s = n.eps[0].qp_stats(c.qp_a).unwrap();
+    let r = n.eps[1].qp_stats(c.qp_b).unwrap();
+    eprintln!("{s:#?}\n{r:#?}\n{:?}", n.stats);
+    assert!(n.stats.trimmed > 100, "a storm: {} trims", n.stats.trimmed);
+    assert_eq!(
+        r.trimmed_received, n.stats.trimmed,
+        "every trimmed header arrives"
+    );
+    let stale = n.eps[0].stats().drops.get(DropReason::Stale);
+    assert_eq!(
+        s.nacks_received.trimmed + stale,
+        r.nacks_sent.trimmed,
+        "every NACK arrives; the stale ones name packets whose original got through"
+    );
+    assert!(
+        stale <= s.retransmits.inferred,
+        "only spurious retransmissions go stale"
+    );
+    assert_eq!(
+        s.retransmits.trim, s.nacks_received.trimmed,
+        "and is resent at once"
+    );
+    assert_eq!(s.timeouts, 0, "no trimmed packet waits for a timer");
+    for e in n.eps[0].ev_stats(c.qp_a) {
+        assert_ne!(
+            e.state,
+            EvState::AssumedBad,
+            "trims never retire EV {}",
+            e.id
+        );
+    }
+}
+
+#[test]
+fn heavy_reordering_and_duplicates() {
+    let spec = PathSpec {
+        jitter: Duration::from_micros(30),
+        dup: 0.05,
+        ..PathSpec::default()
+    };
+    let mut n = net(2, 4, spec, 9);
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    for i in 0..4 {
+        write_and_check(&mut n, &c, 2 << 20, Some(i), 20 + u64::from(i));
+    }
+    let r = n.eps[1].qp_stats(c.qp_b).unwrap();
+    assert!(n.stats.duplicated > 0);
+    assert!(
+        r.duplicates >= n.stats.duplicated,
+        "every copy is recognised"
+    );
+    assert_eq!(r.imm_delivered, 4);
+}
+
+#[test]
+fn a_peer_that_disappears_exhausts_the_retry_budget_and_flushes() {
+    let mut n = net(2, 2, PathSpec::default(), 10);
+    let opts = ConnOpts {
+        rts: |a| RtsAttr {
+            timeout: 10, // ~1 ms
+            retry_linear: 2,
+            retry_exp: 2,
+            ..a
+        },
+        ..ConnOpts::default()
+    };
+    let c = connect(&mut n, 0, 1, opts);
+    write_and_check(&mut n, &c, 64 << 10, None, 11);
+    // Every path dies.
+    for plane in &mut n.specs {
+        for p in plane.iter_mut() {
+            p.down = vec![(Instant(0), Instant::MAX)];
+        }
+    }
+    let src = region(&mut n, 0, c.pd_a, 0x10_0000, 1 << 20, pattern(1));
+    let dst = region(&mut n, 1, c.pd_b, 0x20_0000, 1 << 20, |_| 0);
+    for id in 0..3u64 {
+        let sge = [Sge {
+            addr: 0x10_0000 + id * 1000,
+            length: 1000,
+            lkey: src.lkey,
+        }];
+        n.eps[0]
+            .post_send(
+                c.qp_a,
+                &SendWr {
+                    wr_id: id,
+                    opcode: SendOpcode::Write,
+                    sg_list: &sge,
+                    remote_addr: 0x20_0000,
+                    rkey: dst.rkey,
+                    signaled: true,
+                },
+            )
+            .unwrap();
+    }
+    let mut wcs = Vec::new();
+    let started = n.now;
+    n.run_until(Duration::from_secs(5), |n| {
+        wcs.extend(drain_cq(n, 0, c.cq_a));
+        wcs.len() == 3
+    });
+    let status: Vec<WcStatus> = wcs.iter().map(|w| w.status).collect();
+    assert_eq!(
+        status,
+        [
+            WcStatus::RetryExceeded,
+            WcStatus::WrFlushError,
+            WcStatus::WrFlushError
+        ]
+    );
+    assert_eq!(wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [0, 1, 2]);
+    // linear 2 × 1.05 ms, then 2.1 + 4.2 ms: the budget is spent after ~8.4 ms, not before.
+    let took = n.now - started;
+    assert!(took >= Duration::from_millis(8), "gave up after {took}");
+    assert_eq!(
+        n.eps[0].query_qp(c.qp_a).unwrap().state,
+        mrc_transport::verbs::QpState::Error
+    );
+    let mut fatal = false;
+    while let Some(e) = n.eps[0].poll_event() {
+        fatal |= matches!(
+            e,
+            Event::QpFatal {
+                status: WcStatus::RetryExceeded,
+                ..
+            }
+        );
+    }
+    assert!(fatal);
+    assert!(n.eps[1].mr_slice(dst.lkey).unwrap().iter().all(|&b| b == 0));
+}
