@@ -6,7 +6,7 @@
 //!  1..4   MSN (24): the last message completed at the responder
 //! ```
 //!
-//! MRC has no RC end-to-end credits, so an ACK advertises the "no credit" value 0x1F [T-ns3].
+//! MRC has no RC end-to-end credits, so an ACK advertises the "no credit" value 0x1F \[T-ns3\].
 
 use core::fmt;
 

@@ -11,8 +11,8 @@
 //! ```
 //!
 //! MRC keeps the IBTA layout and uses two bits that IBTA reserves in the byte after DestQP
-//! [T-py][T-mani][T-ns3]: `rtx` (this packet is a retransmission) and `ts` (a TSETH follows
-//! the METH). Their exact bit positions are our choice [I]: the two bits right after AckReq.
+//! \[T-py\]\[T-mani\]\[T-ns3\]: `rtx` (this packet is a retransmission) and `ts` (a TSETH follows
+//! the METH). Their exact bit positions are our choice \[I\]: the two bits right after AckReq.
 
 use core::fmt;
 

@@ -1,5 +1,5 @@
 //! CC_STATE, 8 bytes, after the SETH of every SACK (MRC 1.0 §5.8 / §8.4, brief §2.9)
-//! [T-py][T-ns3].
+//! \[T-py\]\[T-ns3\].
 //!
 //! ```text
 //!  0..2   tx_timestamp (16): the triggering packet's TSETH timestamp, reflected

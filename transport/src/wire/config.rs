@@ -90,7 +90,7 @@ impl DscpConfig {
     }
 }
 
-/// Which IPv6 headers carry the EV's flow-label bits in SRv6 mode (brief §2.1 [I]).
+/// Which IPv6 headers carry the EV's flow-label bits in SRv6 mode (brief §2.1 \[I\]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum FlowLabelPlacement {
     /// Outer header only (the inner one gets 0).

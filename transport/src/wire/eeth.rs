@@ -1,5 +1,5 @@
 //! Endpoint response header, 36 bytes, of opcode 0xD9 (MRC 1.0 §7.4.7–§7.4.8, brief §2.12)
-//! [T-py]. Always returns on the control traffic class.
+//! \[T-py\]. Always returns on the control traffic class.
 //!
 //! ```text
 //!  0       op (2) | reserved (6)
@@ -12,7 +12,7 @@
 //! ```
 //!
 //! The transcriptions give "op + reflected timestamp + reserved words" and 36 bytes; the mask
-//! and the service time (the API's `adj_svc_time` needs it) are our layout [I].
+//! and the service time (the API's `adj_svc_time` needs it) are our layout \[I\].
 
 use core::fmt;
 

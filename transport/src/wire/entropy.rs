@@ -5,16 +5,16 @@
 //! In SRv6 mode the EV's low 16 bits are the EV's index in the QP's EV table, so SACK/NACK
 //! can name the path compactly; in ECMP mode they are whatever the switches hash. The two
 //! transcriptions disagree on the order, so it is a knob ([`EntropyOrder`]); the default
-//! follows [T-mani]: EV[15:0] in the UDP source port, EV[31:16] in flow label[15:0]. The top
+//! follows \[T-mani\]: EV\[15:0\] in the UDP source port, EV\[31:16\] in flow label\[15:0\]. The top
 //! four flow-label bits are written as 0 and ignored on parse.
 
 /// How the 32-bit EV is split between UDP source port and flow label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum EntropyOrder {
-    /// EV[15:0] = UDP source port, EV[31:16] = flow label[15:0] [T-mani] (default).
+    /// EV\[15:0\] = UDP source port, EV\[31:16\] = flow label\[15:0\] \[T-mani\] (default).
     #[default]
     SportLow,
-    /// EV[31:16] = UDP source port, EV[15:0] = flow label[15:0] [T-py STEV builder].
+    /// EV\[31:16\] = UDP source port, EV\[15:0\] = flow label\[15:0\] [T-py STEV builder].
     SportHigh,
 }
 

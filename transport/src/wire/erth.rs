@@ -1,6 +1,6 @@
 //! Endpoint request header, 16 bytes, of opcode 0xD8, sent to the reserved QP 0x2
-//! (MRC 1.0 §7.4.7–§7.4.8, brief §2.12) [T-py]. The request identifier rides in BTH
-//! PSN[15:0]; endpoint operations consume no PSN and are never retransmitted.
+//! (MRC 1.0 §7.4.7–§7.4.8, brief §2.12) \[T-py\]. The request identifier rides in BTH
+//! PSN\[15:0\]; endpoint operations consume no PSN and are never retransmitted.
 //!
 //! ```text
 //!  0       op (2: 0 PORT_STATUS_UPDATE, 1 EV_PROBE) | reserved (6)
@@ -11,7 +11,7 @@
 //!  14..16  TSR (1) | reserved (11) | format_type (4)
 //! ```
 //!
-//! Offsets of the mask and the timestamp are our layout [I]: the transcriptions list the
+//! Offsets of the mask and the timestamp are our layout \[I\]: the transcriptions list the
 //! fields and the total size only.
 
 use core::fmt;

@@ -12,7 +12,7 @@
 //! The 4-byte result goes on the wire least-significant byte first (as Linux rxe and scapy's
 //! RoCE layer write it).
 //!
-//! MRC decisions [I]:
+//! MRC decisions \[I\]:
 //! - In SRv6 mode the ICRC starts at the **inner** IPv6 header: the outer one (DA = uSID path,
 //!   shifted every hop; SRH segments left decremented) is not end to end.
 //! - The `rtx`/`ts` bits MRC puts in BTH byte 8 are **covered**: the sender sets them and no

@@ -1,4 +1,4 @@
-//! Reliability NACK header, 20 bytes, of opcode 0xDD (MRC 1.0 §5.9, brief §2.10) [T].
+//! Reliability NACK header, 20 bytes, of opcode 0xDD (MRC 1.0 §5.9, brief §2.10) \[T\].
 //!
 //! ```text
 //!  0..2    type (4) | next (5) | reserved (7)

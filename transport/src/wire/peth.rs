@@ -1,5 +1,5 @@
 //! Reliability probe header, 16 bytes, of opcode 0xDE (MRC 1.0 §5.10 / §7.4.6, brief §2.11)
-//! [T-mani][T-ns3]. Sent to the peer QP on the EV under test; consumes no PSN; answered by a
+//! \[T-mani\]\[T-ns3\]. Sent to the peer QP on the EV under test; consumes no PSN; answered by a
 //! SACK with PR set.
 //!
 //! ```text

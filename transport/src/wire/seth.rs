@@ -1,5 +1,5 @@
 //! Reliability SACK header, 28 bytes, of opcode 0xDC; a CC_STATE follows it (MRC 1.0 §5.8,
-//! brief §2.9) [T-py][T-ns3]. Bytes 16..28 mirror UET's ACK_CC layout.
+//! brief §2.9) \[T-py\]\[T-ns3\]. Bytes 16..28 mirror UET's ACK_CC layout.
 //!
 //! ```text
 //!  0..2    type (4) | next (5) | M (2) | reserved (4) | PR (1)
@@ -13,7 +13,7 @@
 //!  20..28  sack_bitmap (64): bit i (LSB = 0) set = PSN base + i received
 //! ```
 //!
-//! Bit order of the bitmap is our choice [I]: bit i is `1 << i` of the big-endian u64.
+//! Bit order of the bitmap is our choice \[I\]: bit i is `1 << i` of the big-endian u64.
 
 use core::fmt;
 

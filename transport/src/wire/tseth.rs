@@ -14,7 +14,7 @@ use super::{Result, be, check_len};
 /// Length of the TSETH.
 pub const TSETH_LEN: usize = 4;
 
-/// Nanoseconds per unit of a 16-bit MRC timestamp (brief §2.7, [T-ns3]).
+/// Nanoseconds per unit of a 16-bit MRC timestamp (brief §2.7, \[T-ns3\]).
 pub const TIMESTAMP_UNIT_NS: u64 = 128;
 
 /// The 16-bit wire timestamp of a time in nanoseconds.
@@ -61,7 +61,7 @@ impl<T: AsRef<[u8]>> TsethPacket<T> {
     pub fn tx_timestamp(&self) -> u16 {
         be::u16_at(self.buffer.as_ref(), field::TX_TIMESTAMP)
     }
-    /// TSR: an implementation-defined resolution is in use [T-ns3].
+    /// TSR: an implementation-defined resolution is in use \[T-ns3\].
     pub fn tsr(&self) -> bool {
         be::u16_at(self.buffer.as_ref(), field::FLAGS) & TSR != 0
     }

@@ -16,7 +16,7 @@ use super::super::seth::{SETH_LEN, SethPacket, SethRepr};
 use super::super::tseth::{TSETH_LEN, TsethPacket, TsethRepr};
 use super::super::{Result, WireError};
 
-/// The extension headers of an RDMA Write packet: METH | [TSETH] | RETH | [ImmDt].
+/// The extension headers of an RDMA Write packet: `METH | [TSETH] | RETH | [ImmDt]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WriteHeaders {
     pub meth: MethRepr,
