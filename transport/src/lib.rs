@@ -4,6 +4,7 @@
 //! packets as byte slices, and everything the engine wants to send is drained by the caller.
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod cc;
 pub mod config;
 mod ctx;
