@@ -37,6 +37,6 @@ pub use app::{Application, Verbs};
 pub use config::{Routing, SimConfig};
 pub use fault::{Fault, FaultKind, parse_faults};
 pub use sim::{
-    Conn, ConnOpts, EvChange, FabricCounters, QpEnd, RunLimit, RunSummary, Sim, SimError,
+    Conn, ConnOpts, Delivery, EvChange, FabricCounters, QpEnd, RunLimit, RunSummary, Sim, SimError,
 };
 pub use time::SimTime;

@@ -143,6 +143,17 @@ pub struct Sim {
     lost_in_flight: u64,
     /// Hosts whose application is not done yet.
     apps_running: usize,
+    /// Copies of frames delivered to hosts, when capturing.
+    captured: Option<Vec<Delivery>>,
+}
+
+/// A frame as it reached a host (when [`Sim::capture`] is on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub at: SimTime,
+    pub host: u32,
+    pub plane: u8,
+    pub frame: Vec<u8>,
 }
 
 impl core::fmt::Debug for Sim {
@@ -233,6 +244,7 @@ impl Sim {
             ev_changes: Vec::new(),
             lost_in_flight: 0,
             apps_running: 0,
+            captured: None,
         })
     }
 
@@ -407,6 +419,33 @@ impl Sim {
             c.switches.dead_dropped += s.stats.dead_dropped;
         }
         c
+    }
+
+    /// Keep a copy of every frame delivered to a host from now on (tests and tools; costs an
+    /// allocation per frame).
+    pub fn capture(&mut self, on: bool) {
+        self.captured = on.then(Vec::new);
+    }
+
+    /// The frames captured so far.
+    pub fn captured(&self) -> &[Delivery] {
+        self.captured.as_deref().unwrap_or_default()
+    }
+
+    /// Send a hand-made frame out of host `host`'s port `plane` now, as if its NIC sent it.
+    pub fn inject(&mut self, host: u32, plane: u8, frame: &[u8]) -> Result<(), SimError> {
+        self.check_host(host)?;
+        assert!(plane < self.plan.planes(), "no plane {plane}");
+        assert!(
+            frame.len() <= self.pool.frame_cap(),
+            "frame longer than the pool's buffers"
+        );
+        let pkt = self.pool.alloc();
+        self.pool.buffer_mut(pkt)[..frame.len()].copy_from_slice(frame);
+        self.pool.set_len(pkt, frame.len());
+        let port = host * u32::from(self.plan.planes()) + u32::from(plane);
+        self.enqueue(port, pkt);
+        Ok(())
     }
 
     /// Frame buffers the run ever needed at once (the pool never shrinks).

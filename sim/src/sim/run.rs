@@ -222,6 +222,14 @@ impl Sim {
                 if is_data(&frame[ETHERNET_HEADER_LEN..], &self.cfg) {
                     self.plane_delivered[usize::from(plane)] += frame.len() as u64;
                 }
+                if let Some(c) = self.captured.as_mut() {
+                    c.push(super::Delivery {
+                        at: self.now,
+                        host: h,
+                        plane: plane as u8,
+                        frame: frame.to_vec(),
+                    });
+                }
                 let now = self.now.instant();
                 self.hosts[h as usize]
                     .ep

@@ -1,0 +1,103 @@
+//! Every byte of every workload arrives intact under every fault type: a link that dies
+//! mid-transfer, a flapping link, random loss everywhere, a gray link, a switch that stops
+//! forwarding, a host port that goes down (and its peers are told).
+
+mod common;
+
+use common::{SMALL16, limit, sim, us};
+use mrc_sim::traffic::{Message, all_to_all, permutation};
+use mrc_sim::workload::{Workload, WorkloadOpts};
+use mrc_sim::{Fault, FaultKind, Sim, SimConfig, SimTime};
+use mrc_srv6::plan::{HostId, NodeId, SwitchId};
+
+fn t0(plane: u8, rack: u16) -> NodeId {
+    NodeId::Switch(SwitchId::t0(plane, rack))
+}
+
+fn t1(plane: u8, spine: u16) -> NodeId {
+    NodeId::Switch(SwitchId::t1(plane, spine))
+}
+
+/// A permutation of 1 MiB plus a small all-to-all, with `faults`, run to completion and
+/// verified byte for byte.
+fn survive(name: &str, faults: Vec<Fault>) -> Sim {
+    let mut s = sim(SMALL16, SimConfig::default());
+    let mut msgs: Vec<Message> = permutation(16, 1 << 20, SimTime::ZERO, 11);
+    msgs.extend(all_to_all(16, 8 * 1024, us(20)));
+    let w = Workload::install(&mut s, &msgs, &WorkloadOpts::default()).unwrap();
+    for f in faults {
+        s.schedule(f);
+    }
+    s.run_to_completion(limit(), &mut |_| {})
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let v = w.verify().unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(v.messages, msgs.len(), "{name}");
+    s
+}
+
+#[test]
+fn a_link_that_dies_mid_transfer() {
+    let s = survive(
+        "link down",
+        vec![Fault::at_us(10, FaultKind::LinkDown(t0(0, 0), t1(0, 1)))],
+    );
+    let c = s.fabric_counters();
+    assert!(
+        c.switch_ports.down_dropped + c.lost_in_flight > 0,
+        "the failure cost packets"
+    );
+}
+
+#[test]
+fn a_flapping_link() {
+    let flaps = Fault::flap(t0(1, 2), t1(1, 0), us(5), 30_000_000, 10_000_000, 6);
+    survive("flap", flaps);
+}
+
+#[test]
+fn random_loss_on_every_link() {
+    let s = survive(
+        "loss 1%",
+        vec![Fault::at_us(0, FaultKind::LossEverywhere(0.01))],
+    );
+    assert!(s.fabric_counters().switch_ports.lost > 0);
+}
+
+#[test]
+fn a_gray_link_dropping_a_fifth_silently() {
+    survive(
+        "gray",
+        vec![Fault::at_us(
+            0,
+            FaultKind::LinkLoss(t0(0, 1), t1(0, 3), 0.2),
+        )],
+    );
+}
+
+#[test]
+fn a_switch_that_stops_forwarding() {
+    let s = survive(
+        "dead T1",
+        vec![
+            Fault::at_us(8, FaultKind::SwitchStop(SwitchId::t1(1, 2))),
+            Fault::at_us(400, FaultKind::SwitchStart(SwitchId::t1(1, 2))),
+        ],
+    );
+    assert!(s.fabric_counters().switches.dead_dropped > 0);
+}
+
+#[test]
+fn a_host_port_that_goes_down_is_reported_to_the_peers() {
+    let s = survive(
+        "host port down",
+        vec![Fault::at_us(10, FaultKind::HostPortDown(5, 1))],
+    );
+    let st = s.endpoint(5).plane_stats(1).unwrap();
+    assert_eq!(st.port_down_events, 1);
+    let _ = HostId(5);
+    let peers_told: u64 = (0..16)
+        .filter(|&h| h != 5)
+        .map(|h| s.endpoint(h).stats().endpoint_ops_received)
+        .sum();
+    assert!(peers_told > 0, "a port status update reached the peers");
+}
