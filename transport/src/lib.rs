@@ -21,7 +21,7 @@ pub mod verbs;
 pub mod wire;
 
 pub use config::{EndpointConfig, PathMode, PortConfig};
-pub use endpoint::{Endpoint, PortMask};
+pub use endpoint::{CcState, Endpoint, PortMask};
 pub use event::Event;
 pub use qp::Transmit;
 pub use time::{Duration, Instant};

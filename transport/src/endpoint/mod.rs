@@ -22,6 +22,21 @@ use crate::verbs::{Cq, MrTable, Qpn};
 use datapath::EndpointOp;
 pub use datapath::PortMask;
 
+/// What [`Endpoint::cc_state`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CcState {
+    /// The controller (`"nscc"`, `"dcqcn"`, `"fixed"`).
+    pub name: &'static str,
+    /// Nominal bytes it allows in flight.
+    pub window_bytes: u64,
+    /// Nominal bytes in flight over all its QPs.
+    pub inflight_bytes: u64,
+    /// Rate-based controllers: when the next packet may leave.
+    pub next_send_time: Option<Instant>,
+    /// QPs it governs.
+    pub qps: u32,
+}
+
 /// QPNs carry a 14-bit slot index and a 10-bit generation (24 bits on the wire).
 const QPN_INDEX_BITS: u32 = 14;
 const QPN_GENERATION_BITS: u32 = 10;
@@ -148,6 +163,19 @@ impl Endpoint {
                 }
             })
             .collect()
+    }
+
+    /// The congestion controller a QP uses (shared with the other QPs to the same peer).
+    pub fn cc_state(&self, qpn: Qpn) -> Option<CcState> {
+        let i = self.qps.get(qpn.0)?.cc_index()?;
+        let slot = self.ccs.get(i)?;
+        Some(CcState {
+            name: slot.ctrl.name(),
+            window_bytes: slot.ctrl.window(),
+            inflight_bytes: slot.inflight,
+            next_send_time: slot.ctrl.next_send_time(self.now),
+            qps: slot.refs,
+        })
     }
 
     /// Counters of the whole endpoint (drops by cause, ...).

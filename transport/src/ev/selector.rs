@@ -239,9 +239,16 @@ impl EvSelector for SinglePath {
         {
             return Some(id);
         }
-        let next = table
+        let mut next = table
             .active()
             .find(|&id| Some(id) != avoid && table.usable(id, planes));
+        if next.is_none() {
+            // Only SKIPs (soft) stand in the way: start a new rotation, which ends them.
+            table.next_round();
+            next = table
+                .active()
+                .find(|&id| Some(id) != avoid && table.usable(id, planes));
+        }
         if next.is_some() {
             self.current = next;
         }
@@ -350,5 +357,11 @@ mod tests {
         let b = s.select(&mut t, u32::MAX, None, &mut rng).unwrap();
         assert_ne!(a, b);
         assert_eq!(s.select(&mut t, u32::MAX, None, &mut rng), Some(b));
+        // A SKIP is soft: with nothing else left, the path is used again.
+        let mut one = table(1, 1, 1);
+        let mut s = SinglePath::default();
+        let only = s.select(&mut one, u32::MAX, None, &mut rng).unwrap();
+        one.skip(only);
+        assert_eq!(s.select(&mut one, u32::MAX, None, &mut rng), Some(only));
     }
 }

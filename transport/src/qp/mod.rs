@@ -136,6 +136,11 @@ impl Qp {
         }
     }
 
+    /// The congestion controller slot this QP uses.
+    pub fn cc_index(&self) -> Option<usize> {
+        self.cc
+    }
+
     pub fn info(&self) -> QpInfo {
         QpInfo {
             qpn: self.qpn,

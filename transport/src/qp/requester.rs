@@ -187,7 +187,8 @@ impl Qp {
         else {
             return TxOutcome::Idle;
         };
-        let avoid = retx.map(|(_, e)| e.ev);
+        // MRC resends on another EV; a RoCE-like QP keeps its one path.
+        let avoid = retx.filter(|_| !req.gbn).map(|(_, e)| e.ev);
         let Some(ev) = paths
             .selector
             .select(&mut paths.table, planes, avoid, &mut self.rng)
@@ -271,6 +272,8 @@ impl Qp {
         // Commit.
         if retx.is_some() {
             req.flight.retransmit(now, seq, ev);
+            // Go-back-N resends are counted as they leave (one rewind resends many).
+            self.stats.retransmits.rewind += u64::from(req.gbn);
         } else {
             req.flight.send_new(now, abs, pkt, len, ev);
             self.sq.advance(seq);
@@ -420,9 +423,12 @@ impl Qp {
                     if let Some(p) = ctx.plane(plane) {
                         p.ecn += 1;
                     }
-                    paths.table.skip(ev);
+                    // RoCE has no path health: the echo only reaches congestion control.
+                    if !req.gbn {
+                        paths.table.skip(ev);
+                    }
                 }
-                MultipathVerdict::AlwaysSkip => {
+                MultipathVerdict::AlwaysSkip if !req.gbn => {
                     paths.table.retire(ev, now);
                 }
                 _ => {}
@@ -487,15 +493,17 @@ impl Qp {
             if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
                 slot.ctrl.on_loss(now, req.flight.nominal(e.len));
             }
-            path_failure(
-                paths,
-                &mut self.rng,
-                &mut self.stats,
-                self.qpn,
-                e.ev,
-                now,
-                ctx,
-            );
+            if !req.gbn {
+                path_failure(
+                    paths,
+                    &mut self.rng,
+                    &mut self.stats,
+                    self.qpn,
+                    e.ev,
+                    now,
+                    ctx,
+                );
+            }
         }
         req.lost.clear();
         if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
@@ -555,7 +563,7 @@ impl Qp {
                 p.trims += u64::from(trim);
                 p.nacks += u64::from(!trim);
             }
-            if neth.reason.implicates_path() {
+            if neth.reason.implicates_path() && !req.gbn {
                 paths.table.skip(ev);
             }
         }
@@ -581,9 +589,7 @@ impl Qp {
         let lost = if req.gbn {
             let before = req.flight.inflight_bytes();
             req.flight.rewind(seq);
-            let n = u64::from(before != req.flight.inflight_bytes());
-            self.stats.retransmits.rewind += n;
-            n > 0
+            before != req.flight.inflight_bytes()
         } else {
             req.flight.mark_lost(seq)
         };
@@ -716,7 +722,6 @@ impl Qp {
             if req.gbn {
                 let una = req.flight.una();
                 req.flight.rewind(una);
-                self.stats.retransmits.rewind += req.lost.len() as u64;
             } else {
                 self.stats.retransmits.timeout += req.lost.len() as u64;
             }

@@ -158,6 +158,10 @@ pub struct Net {
     trim_size: usize,
     /// When set, every frame sent is also kept here as (source host, port, bytes).
     pub capture: Option<Vec<(usize, u8, Vec<u8>)>>,
+    /// Data frames carried per `[plane][path]` (both directions).
+    pub path_writes: Vec<Vec<u64>>,
+    /// ECMP mode: from this time on, switches hash with another salt (a remap).
+    pub remap_at: Option<Instant>,
 }
 
 /// How to build a [`Net`].
@@ -236,6 +240,8 @@ impl NetBuilder {
             buf,
             trim_size,
             capture: None,
+            path_writes: vec![vec![0; self.paths_per_plane]; self.planes],
+            remap_at: None,
         }
     }
 }
@@ -254,8 +260,13 @@ impl Net {
             let dst = outer.dst_addr().segments()[7] as usize - 1;
             let udp = frame.get(54..56)?;
             let sport = u64::from(u16::from_be_bytes([udp[0], udp[1]]));
-            let mut h =
-                (sport << 20 | u64::from(outer.flow_label())).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let salt = if self.remap_at.is_some_and(|t| self.now >= t) {
+                0x5555_0000_0000
+            } else {
+                0
+            };
+            let mut h = (salt ^ (sport << 20) ^ u64::from(outer.flow_label()))
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
             h ^= h >> 29;
             Some((dst, (h % self.paths_per_plane as u64) as usize))
         }
@@ -294,6 +305,9 @@ impl Net {
             panic!("unroutable frame from host {src}");
         };
         let plane = usize::from(port);
+        if self.is_write(&bytes) {
+            self.path_writes[plane][path] += 1;
+        }
         let spec = self.specs[plane][path].clone();
         if spec.is_down(self.now) {
             self.stats.blackholed += 1;
