@@ -20,14 +20,18 @@
 
 pub mod app;
 pub mod config;
+pub mod experiments;
 pub mod fabric;
 pub mod fault;
 pub mod memory;
 pub mod pool;
 pub mod port;
+pub mod progress;
 pub mod queue;
+pub mod report;
 pub mod rng;
 mod sim;
+pub mod svg;
 pub mod switch;
 pub mod time;
 pub mod traffic;

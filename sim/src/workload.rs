@@ -59,6 +59,23 @@ pub struct FlowRecord {
 }
 
 impl FlowRecord {
+    /// A record of `size` bytes from host 0 to host 1 starting at 0 (report tests).
+    #[doc(hidden)]
+    pub fn for_test(id: u32, size: u64) -> Self {
+        Self {
+            id,
+            src: 0,
+            dst: 1,
+            size,
+            start: SimTime::ZERO,
+            end: None,
+            recv_end: None,
+            errors: 0,
+            parts_left: 0,
+            recv_parts_left: 0,
+        }
+    }
+
     /// Flow completion time (sender side), nanoseconds.
     pub fn fct_ns(&self) -> Option<u64> {
         self.end.map(|e| (e.0 - self.start.0) / 1000)

@@ -139,6 +139,8 @@ pub struct Sim {
     events: u64,
     /// Data-frame bytes delivered to hosts, per plane (cumulative).
     plane_delivered: Vec<u64>,
+    /// Data-frame bytes delivered, per host (cumulative).
+    host_delivered: Vec<u64>,
     ev_changes: Vec<EvChange>,
     lost_in_flight: u64,
     /// Hosts whose application is not done yet.
@@ -233,6 +235,7 @@ impl Sim {
             rng: SimRng::new(cfg.seed),
             pool: Pool::new(frame_cap),
             plane_delivered: vec![0; usize::from(plan.planes())],
+            host_delivered: vec![0; plan.host_count() as usize],
             plan,
             cfg,
             fabric,
@@ -386,6 +389,11 @@ impl Sim {
         &self.plane_delivered
     }
 
+    /// Data-frame bytes delivered to host `h` since the start (as [`Self::plane_delivered_bytes`]).
+    pub fn host_delivered_bytes(&self, h: u32) -> u64 {
+        self.host_delivered[h as usize]
+    }
+
     /// Every EV health change so far.
     pub fn ev_changes(&self) -> &[EvChange] {
         &self.ev_changes
@@ -446,6 +454,16 @@ impl Sim {
         let port = host * u32::from(self.plan.planes()) + u32::from(plane);
         self.enqueue(port, pkt);
         Ok(())
+    }
+
+    /// Applications that started and are done.
+    pub fn apps_done(&self) -> u64 {
+        self.hosts.iter().filter(|h| h.app_done).count() as u64
+    }
+
+    /// Applications given to hosts.
+    pub fn app_count(&self) -> u64 {
+        self.hosts.iter().filter(|h| h.app.is_some()).count() as u64
     }
 
     /// Frame buffers the run ever needed at once (the pool never shrinks).

@@ -221,6 +221,7 @@ impl Sim {
                 let frame = self.pool.frame(pkt);
                 if is_data(&frame[ETHERNET_HEADER_LEN..], &self.cfg) {
                     self.plane_delivered[usize::from(plane)] += frame.len() as u64;
+                    self.host_delivered[h as usize] += frame.len() as u64;
                 }
                 if let Some(c) = self.captured.as_mut() {
                     c.push(super::Delivery {

@@ -1,0 +1,120 @@
+//! The quick mode of every experiment runs, checks its data and writes its table, JSON and
+//! plots: the experiments cannot rot. (The figures themselves come from the full runs in
+//! perf/, see docs/SIMULATOR.md.)
+
+use std::path::PathBuf;
+
+use mrc_sim::experiments::{ExpOpts, failover, incast, load_balance, loss, scale};
+
+/// A scratch results directory, removed when dropped (also on failure).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("mrc-sim-exp-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        Self(p)
+    }
+    fn opts(&self) -> ExpOpts {
+        ExpOpts {
+            quick: true,
+            out: self.0.clone(),
+            seed: 1,
+            progress: false,
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn files(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn load_balance_quick() {
+    let s = Scratch::new("lb");
+    let rows = load_balance::run(&s.opts()).unwrap();
+    assert_eq!(rows.len(), 3);
+    let (mrc, roce1) = (&rows[0], &rows[1]);
+    assert_eq!(mrc.completed, mrc.flows);
+    assert!(
+        mrc.mean_fraction > roce1.mean_fraction,
+        "one MRC QP sprays over every plane: {mrc:?} vs {roce1:?}"
+    );
+    let f = files(&s.0.join("load_balance"));
+    for want in ["goodput_cdf.svg", "results.json", "results.md", "mrc_1qp"] {
+        assert!(f.iter().any(|x| x == want), "{want} in {f:?}");
+    }
+    let run = files(&s.0.join("load_balance/mrc_1qp"));
+    assert_eq!(
+        run,
+        [
+            "ev_states.svg",
+            "fct_cdf.svg",
+            "flows.tsv",
+            "plane_goodput.svg",
+            "report.json",
+            "summary.txt"
+        ]
+    );
+}
+
+#[test]
+fn failover_quick() {
+    let s = Scratch::new("fo");
+    let (fail, flap) = failover::run(&s.opts()).unwrap();
+    assert_eq!(fail.completed, fail.flows);
+    assert!(fail.packets_lost > 0, "the failure cost packets: {fail:?}");
+    assert!(
+        fail.retransmitted_packets >= fail.packets_lost / 2,
+        "{fail:?}"
+    );
+    assert_eq!(flap.completed, flap.flows);
+    assert!(flap.packets_lost > 0, "{flap:?}");
+}
+
+#[test]
+fn incast_quick() {
+    let s = Scratch::new("in");
+    let rows = incast::run(&s.opts()).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(
+        rows[0].trimmed > 0,
+        "MRC's incast is trimmed: {:?}",
+        rows[0]
+    );
+    assert_eq!(rows[1].trimmed, 0, "the baseline's fabric does not trim");
+}
+
+#[test]
+fn loss_quick() {
+    let s = Scratch::new("lo");
+    let rows = loss::run(&s.opts()).unwrap();
+    assert_eq!(rows.len(), 6);
+    let mrc_1pct = &rows[2];
+    assert_eq!(
+        mrc_1pct.completed, mrc_1pct.flows,
+        "MRC finishes at 1 % loss"
+    );
+    assert!(mrc_1pct.retransmitted_packets > 0);
+    assert!(rows[0].fraction_of_lossless == 1.0);
+}
+
+#[test]
+fn scale_quick() {
+    let s = Scratch::new("sc");
+    let rows = scale::run(&s.opts()).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows[1].events > rows[0].events);
+    assert!(s.0.join("scale/results.md").exists());
+}
