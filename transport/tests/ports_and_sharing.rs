@@ -1,0 +1,182 @@
+//! Local port failures and the peer's view of them (brief §3.10), and several QPs sharing
+//! a NIC: round-robin service, one congestion controller per destination.
+
+mod common;
+
+use common::{ConnOpts, NetBuilder, PathSpec, connect, drain_cq, pattern, region};
+use mrc_transport::ev::EvState;
+use mrc_transport::verbs::{SendOpcode, SendWr, Sge, WcStatus};
+use mrc_transport::{Duration, Event, Instant};
+
+fn post_write(n: &mut common::Net, c: &common::Conn, src: u32, rkey: u32, len: u32, id: u64) {
+    let sge = [Sge {
+        addr: 0x10_0000,
+        length: len,
+        lkey: src,
+    }];
+    n.eps[c.a]
+        .post_send(
+            c.qp_a,
+            &SendWr {
+                wr_id: id,
+                opcode: SendOpcode::Write,
+                sg_list: &sge,
+                remote_addr: 0x20_0000,
+                rkey,
+                signaled: true,
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+fn a_local_port_going_down_moves_traffic_to_the_other_planes_and_tells_the_peer() {
+    let mut n = NetBuilder {
+        planes: 4,
+        paths_per_plane: 2,
+        seed: 3,
+        spec: PathSpec {
+            rate_bps: 10_000_000_000,
+            ..PathSpec::default()
+        },
+        ..NetBuilder::default()
+    }
+    .build();
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    // Data both ways, so each side has packets in flight on plane 2.
+    let len = 16 << 20;
+    let s0 = region(&mut n, 0, c.pd_a, 0x10_0000, len, pattern(1));
+    let d1 = region(&mut n, 1, c.pd_b, 0x20_0000, len, |_| 0);
+    post_write(&mut n, &c, s0.lkey, d1.rkey, len as u32, 1);
+    n.run_for(Duration::from_micros(300));
+    // Port 2 of host 0 dies: its link drops everything both ways until it comes back.
+    let down_at = n.now;
+    for p in &mut n.specs[2] {
+        p.down = vec![(down_at, down_at + Duration::from_millis(2))];
+    }
+    n.eps[0].handle_port_status(down_at, 2, false);
+    n.run_until(Duration::from_secs(1), |n| {
+        drain_cq(n, 0, c.cq_a)
+            .iter()
+            .any(|w| w.status == WcStatus::Success)
+    });
+    assert!(
+        n.now > down_at + Duration::from_micros(500),
+        "the transfer outlived the port"
+    );
+    let s = n.eps[0].qp_stats(c.qp_a).unwrap();
+    assert!(
+        s.retransmits.port_down > 0,
+        "what was in flight through port 2 left again"
+    );
+    assert_eq!(s.timeouts, 0, "without waiting for a timeout");
+    assert!(
+        n.eps[0]
+            .ev_stats(c.qp_a)
+            .iter()
+            .all(|e| e.state != EvState::AssumedBad),
+        "a local port down is not a path failure"
+    );
+    let got = n.eps[1].mr_slice(d1.lkey).unwrap();
+    let want = pattern(1);
+    assert!(got.iter().enumerate().all(|(i, &b)| b == want(i)));
+    // The peer learned it and stopped answering through plane 2.
+    let events: Vec<Event> = std::iter::from_fn(|| n.eps[1].poll_event()).collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::RemotePortStatus { up_mask, .. } if up_mask & 0b100 == 0)),
+        "{events:?}"
+    );
+    let peer_sent_on_2 = n.eps[1].plane_stats(2).unwrap();
+    // Port back up: the peer hears of it and plane 2 carries traffic again.
+    let up_at = down_at + Duration::from_millis(2);
+    n.run_for(up_at - n.now);
+    n.eps[0].handle_port_status(n.now, 2, true);
+    let d = region(&mut n, 1, c.pd_b, 0x2000_0000, 1 << 20, |_| 0);
+    let sge = [Sge {
+        addr: 0x10_0000,
+        length: 1 << 20,
+        lkey: s0.lkey,
+    }];
+    n.eps[0]
+        .post_send(
+            c.qp_a,
+            &SendWr {
+                wr_id: 2,
+                opcode: SendOpcode::Write,
+                sg_list: &sge,
+                remote_addr: 0x2000_0000,
+                rkey: d.rkey,
+                signaled: true,
+            },
+        )
+        .unwrap();
+    let before = n.eps[0].plane_stats(2).unwrap().packets_sent;
+    n.run_until(Duration::from_secs(1), |n| {
+        !drain_cq(n, 0, c.cq_a).is_empty()
+    });
+    assert!(n.eps[0].plane_stats(2).unwrap().packets_sent > before + 10);
+    assert!(n.eps[1].plane_stats(2).unwrap().packets_sent >= peer_sent_on_2.packets_sent);
+    let events: Vec<Event> = std::iter::from_fn(|| n.eps[1].poll_event()).collect();
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::RemotePortStatus {
+            up_mask: 0b1111,
+            ..
+        }
+    )));
+    let _ = Instant::ZERO;
+}
+
+#[test]
+fn qps_share_the_nic_round_robin_and_a_controller_per_destination() {
+    let mut n = NetBuilder {
+        hosts: 3,
+        planes: 2,
+        paths_per_plane: 2,
+        seed: 4,
+        spec: PathSpec {
+            rate_bps: 25_000_000_000,
+            ..PathSpec::default()
+        },
+        ..NetBuilder::default()
+    }
+    .build();
+    // Two QPs from host 0 to host 1, one from host 2 to host 1 (incast onto host 1).
+    let conns = [
+        connect(&mut n, 0, 1, ConnOpts::default()),
+        connect(&mut n, 0, 1, ConnOpts::default()),
+        connect(&mut n, 2, 1, ConnOpts::default()),
+    ];
+    let cc = n.eps[0].cc_state(conns[0].qp_a).unwrap();
+    assert_eq!(cc.qps, 2, "QPs to one destination share one controller");
+    let len = 4 << 20;
+    let mut dsts = Vec::new();
+    for (i, c) in conns.iter().enumerate() {
+        let s = region(&mut n, c.a, c.pd_a, 0x10_0000, len, pattern(i as u64));
+        let d = region(&mut n, c.b, c.pd_b, 0x20_0000, len, |_| 0);
+        post_write(&mut n, c, s.lkey, d.rkey, len as u32, i as u64);
+        dsts.push(d);
+    }
+    let mut finished = [None; 3];
+    n.run_until(Duration::from_secs(1), |n| {
+        for (i, c) in conns.iter().enumerate() {
+            if finished[i].is_none() && !drain_cq(n, c.a, c.cq_a).is_empty() {
+                finished[i] = Some(n.now);
+            }
+        }
+        finished.iter().all(Option::is_some)
+    });
+    for (i, d) in dsts.iter().enumerate() {
+        let got = n.eps[1].mr_slice(d.lkey).unwrap();
+        let want = pattern(i as u64);
+        assert!(got.iter().enumerate().all(|(k, &b)| b == want(k)), "QP {i}");
+    }
+    // Host 0's two QPs were served round-robin: they finish together.
+    let (a, b) = (
+        finished[0].unwrap().as_nanos(),
+        finished[1].unwrap().as_nanos(),
+    );
+    assert!(a.abs_diff(b) * 10 < a.max(b), "{a} vs {b}");
+}
