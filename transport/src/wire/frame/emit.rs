@@ -58,6 +58,11 @@ impl FrameRepr {
             "only Writes carry payload"
         );
         let len = self.buffer_len(payload_len);
+        if len - ETHERNET_HEADER_LEN - IPV6_HEADER_LEN > usize::from(u16::MAX) {
+            return Err(WireError::Malformed {
+                what: "frame too long for the IPv6 payload length",
+            });
+        }
         if buf.len() < len {
             return Err(WireError::BufferTooSmall {
                 need: len,

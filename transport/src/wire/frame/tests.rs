@@ -321,6 +321,21 @@ fn small_buffers_are_refused() {
 }
 
 #[test]
+fn payloads_beyond_the_ipv6_length_field_are_refused() {
+    let repr = write_repr(srv6(true), 0);
+    let too_long = 65_535 - (repr.header_len() - 14 - 40) - 4 + 1;
+    let mut buf = vec![0u8; repr.buffer_len(too_long)];
+    assert!(matches!(
+        repr.emit(&mut buf, too_long, &WireConfig::default()),
+        Err(WireError::Malformed { .. })
+    ));
+    assert!(
+        repr.emit(&mut buf, too_long - 4, &WireConfig::default())
+            .is_ok()
+    );
+}
+
+#[test]
 fn udp_checksum_when_configured_is_valid() {
     let cfg = WireConfig {
         udp_checksum: true,
