@@ -16,16 +16,25 @@ fn word(salt: u64, index: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Fill `dst` with the pattern of `salt` from `offset` on.
+/// Fill `dst` with the pattern of `salt` from `offset` on: one mixed 64-bit word per 8 bytes
+/// of the region.
 pub fn fill_pattern(salt: u64, offset: usize, dst: &mut [u8]) {
-    let mut i = 0;
-    while i < dst.len() {
-        let at = offset + i;
-        let w = word(salt, (at / 8) as u64).to_le_bytes();
-        let from = at % 8;
-        let n = (8 - from).min(dst.len() - i);
-        dst[i..i + n].copy_from_slice(&w[from..from + n]);
-        i += n;
+    let head = ((8 - offset % 8) % 8).min(dst.len());
+    if head > 0 {
+        let w = word(salt, (offset / 8) as u64).to_le_bytes();
+        let from = offset % 8;
+        dst[..head].copy_from_slice(&w[from..from + head]);
+    }
+    let mut index = offset.div_ceil(8) as u64;
+    let mut chunks = dst[head..].chunks_exact_mut(8);
+    for c in &mut chunks {
+        c.copy_from_slice(&word(salt, index).to_le_bytes());
+        index += 1;
+    }
+    let tail = chunks.into_remainder();
+    if !tail.is_empty() {
+        let n = tail.len();
+        tail.copy_from_slice(&word(salt, index).to_le_bytes()[..n]);
     }
 }
 

@@ -52,7 +52,7 @@ pub struct PortModel {
 pub struct PortStats {
     pub tx_frames: u64,
     pub tx_bytes: u64,
-    /// Data frames sent (not control, not trimmed).
+    /// Frames sent from the data queue (not control, not trimmed).
     pub tx_data_frames: u64,
     pub ecn_marked: u64,
     pub trimmed: u64,
@@ -213,15 +213,15 @@ impl Port {
         self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(self.queued_bytes());
     }
 
-    /// Take the next frame to serialise: priority first.
-    pub fn dequeue(&mut self, pool: &Pool) -> Option<PacketId> {
+    /// Take the next frame to serialise, priority first; `true` with a data-queue frame.
+    pub fn dequeue(&mut self, pool: &Pool) -> Option<(PacketId, bool)> {
         if let Some(p) = self.prio.pop_front() {
             self.prio_bytes -= pool.len(p) as u64;
-            return Some(p);
+            return Some((p, false));
         }
         let p = self.data.pop_front()?;
         self.data_bytes -= pool.len(p) as u64;
-        Some(p)
+        Some((p, true))
     }
 
     /// The link goes down: everything queued and on the wire is lost.

@@ -161,16 +161,14 @@ impl Sim {
         if p.busy.is_some() || !p.up {
             return;
         }
-        let Some(pkt) = p.dequeue(&self.pool) else {
+        let Some((pkt, data)) = p.dequeue(&self.pool) else {
             return;
         };
         let len = self.pool.len(pkt);
         p.busy = Some(pkt);
         p.stats.tx_frames += 1;
         p.stats.tx_bytes += len as u64;
-        if is_data(&self.pool.frame(pkt)[ETHERNET_HEADER_LEN..], &self.cfg) {
-            p.stats.tx_data_frames += 1;
-        }
+        p.stats.tx_data_frames += u64::from(data);
         let done = self.now.plus_ps(serialisation_ps(len, p.model.rate_gbps));
         self.queue.push(done, Event::TxDone { port });
     }
