@@ -139,7 +139,7 @@ impl EventQueue {
             let cur = (self.base % BUCKETS as u64) as usize;
             if !self.buckets[cur].is_empty() {
                 if !self.sorted {
-                    self.buckets[cur].sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+                    self.buckets[cur].sort_unstable_by_key(|e| core::cmp::Reverse(e.key()));
                     self.sorted = true;
                 }
                 return true;
