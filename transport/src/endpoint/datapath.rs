@@ -4,7 +4,7 @@
 use core::cmp::Reverse;
 use core::net::Ipv6Addr;
 
-use mrc_srv6::wire::Ecn;
+use mrc_srv6::wire::{Ecn, EthernetAddress};
 
 use super::Endpoint;
 use crate::event::Event;
@@ -249,6 +249,18 @@ impl Endpoint {
                     remote,
                 });
             }
+        }
+    }
+
+    /// The MAC of the switch behind `port` is now `mac` (the NIC runtime's neighbour discovery
+    /// resolved it): frames leaving on `port` carry it from now on. `false` for no such port.
+    pub fn set_next_hop_mac(&mut self, port: u8, mac: EthernetAddress) -> bool {
+        match self.cfg.ports.get_mut(usize::from(port)) {
+            Some(p) => {
+                p.next_hop_mac = mac;
+                true
+            }
+            None => false,
         }
     }
 

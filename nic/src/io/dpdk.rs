@@ -1,0 +1,1 @@
+//! DPDK ports as a [`PacketIo`](super::PacketIo).

@@ -1,0 +1,366 @@
+//! The NIC thread: one engine on one poll loop over a [`PacketIo`].
+//!
+//! Each iteration reads the clock once, then, never blocking:
+//! 1. takes doorbells (post_send / post_recv) from the lock-free ring into the engine;
+//! 2. runs waiting control commands;
+//! 3. receives a burst per port: neighbour-discovery frames to [`Ndp`], the rest to
+//!    `Endpoint::handle_packet` as views into the receive buffers;
+//! 4. tells the engine about resolved next hops, and (once per link-poll interval) about links
+//!    that went up or down: a port is up for the engine when its link is up *and* its next
+//!    hop's MAC is known;
+//! 5. fires the engine's timers when due;
+//! 6. drains `poll_transmit` (neighbour discovery first) into the ports' buffers, up to a
+//!    budget, on the ports with room, and flushes partial bursts;
+//! 7. forwards the engine's events, and moves completions to the application's CQ rings.
+
+mod state;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use mrc_transport::{Endpoint, Instant, PortMask};
+
+pub(crate) use state::NicState;
+pub use state::NicStats;
+
+use crate::config::{IdlePolicy, NicConfig};
+use crate::error::NicError;
+use crate::handle::NicHandle;
+use crate::io::PacketIo;
+use crate::ndp::{self, Ndp, NextHop};
+use crate::shared::{NicEvent, Shared};
+
+/// An engine and its ports, ready to be polled: run it with [`NicRunner::run`] on the thread
+/// (or DPDK lcore) of your choice, or let [`Nic::spawn`] start a thread for it.
+pub struct NicRunner<P: PacketIo> {
+    io: P,
+    state: NicState,
+    shared: Arc<Shared>,
+    /// Link state as the ports report it.
+    link_up: Vec<bool>,
+    /// Port state as the engine was told (link up and next hop known).
+    engine_up: Vec<bool>,
+    next_link_poll: Instant,
+    idle_iterations: u32,
+    tx_budget: usize,
+    doorbell_budget: usize,
+    link_poll_interval: mrc_transport::Duration,
+    idle: IdlePolicy,
+}
+
+impl<P: PacketIo> std::fmt::Debug for NicRunner<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NicRunner")
+            .field("ports", &self.link_up.len())
+            .field("link_up", &self.link_up)
+            .field("engine_up", &self.engine_up)
+            .finish()
+    }
+}
+
+/// What a NIC thread hands back when it stops: its ports (to close them in the right order)
+/// and its final counters.
+#[derive(Debug)]
+pub struct NicExit<P> {
+    pub io: P,
+    pub stats: NicStats,
+}
+
+impl<P: PacketIo> NicRunner<P> {
+    /// Builds the engine over `io`'s ports. The endpoint's port MACs are the ports' own; its
+    /// next-hop MACs come from `config.next_hops` (static entries) or from neighbour discovery.
+    pub fn new(config: NicConfig, mut io: P) -> Result<(Self, NicHandle), NicError> {
+        let mut ep_cfg = config.endpoint;
+        let ports = io.port_count();
+        if ep_cfg.ports.len() != ports {
+            return Err(NicError::Setup(format!(
+                "the engine has {} ports, the I/O {ports}",
+                ep_cfg.ports.len()
+            )));
+        }
+        let next_hops: Vec<NextHop> = if config.next_hops.is_empty() {
+            ep_cfg
+                .ports
+                .iter()
+                .map(|p| NextHop::Static(p.next_hop_mac))
+                .collect()
+        } else if config.next_hops.len() == ports {
+            config.next_hops
+        } else {
+            return Err(NicError::Setup(format!(
+                "{} next hops for {ports} ports",
+                config.next_hops.len()
+            )));
+        };
+        let mut ndp_ports = Vec::with_capacity(ports);
+        for (p, (port, hop)) in ep_cfg.ports.iter_mut().zip(&next_hops).enumerate() {
+            port.mac = io.mac(p as u8);
+            if let NextHop::Static(mac) = hop {
+                port.next_hop_mac = *mac;
+            }
+            ndp_ports.push((port.mac, *hop));
+        }
+        let nic_addr = ep_cfg.nic_addr;
+        let endpoint = Endpoint::new(ep_cfg)?;
+        if endpoint.max_frame_len() > io.frame_room() {
+            return Err(NicError::Setup(format!(
+                "frames of up to {} bytes do not fit the ports' {}-byte buffers",
+                endpoint.max_frame_len(),
+                io.frame_room()
+            )));
+        }
+        let shared = Arc::new(Shared::new(
+            config.doorbell_depth,
+            config.command_depth,
+            config.event_depth,
+            config.control_timeout,
+        ));
+        let ndp = Ndp::new(nic_addr, &ndp_ports, &config.ndp);
+        let state = NicState::new(endpoint, ndp, Arc::clone(&shared), config.doorbell_depth);
+        let link_up = (0..ports).map(|p| io.link_up(p as u8)).collect();
+        let mut runner = Self {
+            io,
+            state,
+            shared: Arc::clone(&shared),
+            link_up,
+            // The engine starts with every port up.
+            engine_up: vec![true; ports],
+            next_link_poll: Instant::ZERO,
+            idle_iterations: 0,
+            tx_budget: config.tx_budget.max(1),
+            doorbell_budget: config.doorbell_budget.max(1),
+            link_poll_interval: config.link_poll_interval,
+            idle: config.idle,
+        };
+        runner.learn_neighbours(Instant::ZERO);
+        for p in 0..ports as u8 {
+            runner.update_port(Instant::ZERO, p);
+        }
+        Ok((runner, NicHandle::new(shared)))
+    }
+
+    /// Polls until [`NicHandle::request_stop`] (or [`Nic::shutdown`]); returns the ports and
+    /// the final counters. Call it on the thread that owns the ports from now on.
+    pub fn run(mut self) -> Result<NicExit<P>, NicError> {
+        let _running = RunningFlag(Arc::clone(&self.shared));
+        let _thread = self.io.enter_thread()?;
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            if self.poll_once() {
+                self.idle_iterations = 0;
+            } else {
+                self.idle_iterations = self.idle_iterations.saturating_add(1);
+                let until = self.state.endpoint.poll_timeout().map(|t| {
+                    std::time::Duration::from_nanos(t.0.saturating_sub(self.shared.now().0))
+                });
+                self.idle.pause(self.idle_iterations, until);
+            }
+        }
+        let stats = self.stats();
+        Ok(NicExit { io: self.io, stats })
+    }
+
+    /// Counters, the ports' included.
+    pub fn stats(&self) -> NicStats {
+        let mut s = self.state.stats();
+        s.io = self.io.stats();
+        s
+    }
+
+    /// One iteration of the poll loop (see the module docs); `true` if it found work.
+    pub fn poll_once(&mut self) -> bool {
+        let now = self.shared.now();
+        self.state.stats.iterations += 1;
+        let mut work = self.state.ring_doorbells(self.doorbell_budget);
+        work += self.run_commands();
+        work += self.receive(now);
+        self.learn_neighbours(now);
+        if now >= self.next_link_poll {
+            self.next_link_poll = now + self.link_poll_interval;
+            self.poll_links(now);
+        }
+        if self.state.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+            self.state.endpoint.handle_timeout(now);
+        }
+        work += self.transmit(now);
+        self.io.tx_flush();
+        self.forward_events();
+        work += self.state.move_completions();
+        if work > 0 {
+            self.state.stats.busy_iterations += 1;
+        }
+        work > 0
+    }
+
+    fn run_commands(&mut self) -> usize {
+        let mut n = 0;
+        while n < 16 {
+            let Some(cmd) = self.shared.commands.pop() else {
+                break;
+            };
+            self.state.stats.io = self.io.stats();
+            cmd(&mut self.state);
+            n += 1;
+        }
+        self.state.stats.commands += n as u64;
+        n
+    }
+
+    fn receive(&mut self, now: Instant) -> usize {
+        let NicState {
+            endpoint,
+            ndp,
+            stats,
+            ..
+        } = &mut self.state;
+        let mut n = 0;
+        for p in 0..self.link_up.len() as u8 {
+            n += self.io.rx_burst(p, |frame| {
+                if ndp::is_icmpv6(frame) {
+                    stats.ndp_frames_in += 1;
+                    ndp.handle_frame(p, frame);
+                } else {
+                    stats.frames_to_engine += 1;
+                    endpoint.handle_packet(now, p, frame);
+                }
+            });
+        }
+        n
+    }
+
+    /// Next hops neighbour discovery resolved: into the engine's frames, and the port may be
+    /// up for the engine now.
+    fn learn_neighbours(&mut self, now: Instant) {
+        while let Some((port, mac)) = self.state.ndp.poll_resolved() {
+            self.state.endpoint.set_next_hop_mac(port, mac);
+            self.shared
+                .push_event(NicEvent::NeighbourResolved { port, mac });
+            self.update_port(now, port);
+        }
+    }
+
+    fn poll_links(&mut self, now: Instant) {
+        for p in 0..self.link_up.len() {
+            let up = self.io.link_up(p as u8);
+            if up != self.link_up[p] {
+                self.link_up[p] = up;
+                self.state.stats.link_changes += 1;
+                self.shared.push_event(NicEvent::Link { port: p as u8, up });
+                self.update_port(now, p as u8);
+            }
+        }
+    }
+
+    /// Tells the engine when a port's usability changed (link up and next hop known).
+    fn update_port(&mut self, now: Instant, port: u8) {
+        let p = usize::from(port);
+        let up = self.link_up[p] && self.state.ndp.neighbour(port).is_some();
+        if up != self.engine_up[p] {
+            self.engine_up[p] = up;
+            self.state.endpoint.handle_port_status(now, port, up);
+        }
+    }
+
+    fn transmit(&mut self, now: Instant) -> usize {
+        let engine_ports = self
+            .engine_up
+            .iter()
+            .enumerate()
+            .fold(0_u32, |m, (p, &up)| if up { m | 1 << p } else { m });
+        let mut ndp_due = self.state.ndp.has_output(now);
+        let mut sent = 0;
+        while sent < self.tx_budget {
+            let ready = self.io.tx_ready();
+            if ready.0 == 0 {
+                break;
+            }
+            let Some(buf) = self.io.tx_buffer() else {
+                break;
+            };
+            if ndp_due {
+                if let Some((port, len)) = self.state.ndp.poll_transmit(now, ready, buf) {
+                    self.io.tx_commit(port, len);
+                    self.state.stats.ndp_frames_out += 1;
+                    sent += 1;
+                    continue;
+                }
+                ndp_due = false;
+            }
+            let ready = PortMask(ready.0 & engine_ports);
+            if ready.0 == 0 {
+                break;
+            }
+            let Some(t) = self.state.endpoint.poll_transmit(now, ready, buf) else {
+                break;
+            };
+            self.io.tx_commit(t.port, t.len);
+            self.state.stats.frames_from_engine += 1;
+            sent += 1;
+        }
+        sent
+    }
+
+    fn forward_events(&mut self) {
+        while let Some(e) = self.state.endpoint.poll_event() {
+            self.shared.push_event(NicEvent::Engine(e));
+        }
+    }
+}
+
+/// Clears `running` when the poll loop ends, by return or by panic, and drops the control
+/// commands still queued so that their callers get [`NicError::Stopped`] at once.
+struct RunningFlag(Arc<Shared>);
+
+impl Drop for RunningFlag {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::Release);
+        while self.0.commands.pop().is_some() {}
+    }
+}
+
+/// A NIC thread started by the runtime: one engine polling its ports on a `std` thread.
+/// Stopped and joined on [`shutdown`](Self::shutdown) or drop.
+#[derive(Debug)]
+pub struct Nic<P: PacketIo + 'static> {
+    thread: Option<std::thread::JoinHandle<Result<NicExit<P>, NicError>>>,
+    shared: Arc<Shared>,
+}
+
+impl<P: PacketIo + 'static> Nic<P> {
+    /// Starts a NIC thread over `io` and returns it with a handle for the application.
+    pub fn spawn(config: NicConfig, io: P) -> Result<(Self, NicHandle), NicError> {
+        let name = config.thread_name.clone();
+        let (runner, handle) = NicRunner::new(config, io)?;
+        let shared = Arc::clone(&runner.shared);
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || runner.run())?;
+        Ok((
+            Self {
+                thread: Some(thread),
+                shared,
+            },
+            handle,
+        ))
+    }
+
+    /// Whether the NIC thread is still polling.
+    pub fn is_running(&self) -> bool {
+        self.shared.is_running()
+    }
+
+    /// Stops the NIC thread and waits for it; returns its ports and final counters.
+    pub fn shutdown(mut self) -> Result<NicExit<P>, NicError> {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        let thread = self.thread.take().ok_or(NicError::Stopped)?;
+        thread.join().map_err(|_| NicError::Panicked)?
+    }
+}
+
+impl<P: PacketIo + 'static> Drop for Nic<P> {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! The NIC thread's state besides its ports: the engine, the completion rings it feeds, the
+//! QP → CQ map that error completions need, neighbour discovery, counters. Control commands
+//! run against it; the poll loop in `mod.rs` drives it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use crossbeam_queue::ArrayQueue;
+use mrc_transport::Endpoint;
+use mrc_transport::verbs::{
+    CqHandle, QpInitAttr, Qpn, VerbsError, WcOpcode, WcStatus, WorkCompletion,
+};
+
+use crate::io::IoStats;
+use crate::ndp::{Ndp, NdpStats};
+use crate::shared::{CqRing, Doorbell, NicEvent, Shared};
+
+/// Completions moved per CQ per iteration at most.
+const CQ_BATCH: usize = 64;
+
+/// Counters of the NIC runtime (the engine has its own: `endpoint_stats`, `qp_stats`...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NicStats {
+    /// Poll-loop iterations.
+    pub iterations: u64,
+    /// Iterations that found work.
+    pub busy_iterations: u64,
+    /// Frames handed to the engine.
+    pub frames_to_engine: u64,
+    /// Frames the engine produced.
+    pub frames_from_engine: u64,
+    /// Neighbour-discovery frames received / sent.
+    pub ndp_frames_in: u64,
+    pub ndp_frames_out: u64,
+    /// Doorbells taken from the ring.
+    pub doorbells: u64,
+    /// Doorbells that found their queue full and waited on the NIC side.
+    pub doorbells_deferred: u64,
+    /// Doorbells the engine refused (completed with an error, or rejected as an event).
+    pub doorbell_errors: u64,
+    /// Control commands run.
+    pub commands: u64,
+    /// Completions moved to the application's rings.
+    pub completions: u64,
+    /// Link state changes seen.
+    pub link_changes: u64,
+    /// Events dropped because the application did not drain them.
+    pub events_dropped: u64,
+    /// The ports.
+    pub io: IoStats,
+    /// Neighbour discovery.
+    pub ndp: NdpStats,
+}
+
+/// One CQ: the engine's handle, the ring towards the application, and completions the NIC
+/// made itself (refused doorbells) that did not fit yet.
+#[derive(Debug)]
+pub(crate) struct CqEntry {
+    pub handle: CqHandle,
+    pub ring: Arc<CqRing>,
+    pub backlog: VecDeque<WorkCompletion>,
+}
+
+/// Everything the NIC thread owns besides its ports.
+#[derive(Debug)]
+pub struct NicState {
+    pub(crate) endpoint: Endpoint,
+    pub(crate) cqs: Vec<CqEntry>,
+    /// The send and receive CQ of every QP, for completions of refused doorbells.
+    pub(crate) qp_cqs: HashMap<Qpn, (CqHandle, CqHandle)>,
+    pub(crate) ndp: Ndp,
+    pub(crate) stats: NicStats,
+    pub(crate) shared: Arc<Shared>,
+    /// Doorbells waiting for room in their QP's queue, in order.
+    pub(crate) deferred: VecDeque<Doorbell>,
+    pub(crate) deferred_max: usize,
+    /// `(qpn, is_send)` of queues found full in this pass.
+    blocked: Vec<(Qpn, bool)>,
+    scratch: Vec<WorkCompletion>,
+}
+
+impl NicState {
+    pub(crate) fn new(
+        endpoint: Endpoint,
+        ndp: Ndp,
+        shared: Arc<Shared>,
+        deferred_max: usize,
+    ) -> Self {
+        Self {
+            endpoint,
+            cqs: Vec::new(),
+            qp_cqs: HashMap::new(),
+            ndp,
+            stats: NicStats::default(),
+            shared,
+            deferred: VecDeque::new(),
+            deferred_max: deferred_max.max(1),
+            blocked: Vec::new(),
+            scratch: vec![WorkCompletion::EMPTY; CQ_BATCH],
+        }
+    }
+
+    /// Counters, with the engine's dropped events.
+    pub fn stats(&self) -> NicStats {
+        let mut s = self.stats;
+        s.events_dropped = self
+            .shared
+            .events_dropped
+            .load(std::sync::atomic::Ordering::Relaxed);
+        s.ndp = self.ndp.stats();
+        s
+    }
+
+    // ---- control path -----------------------------------------------------------------------
+
+    /// `create_cq`, plus the ring the application polls.
+    pub(crate) fn create_cq(&mut self, depth: u32) -> Result<CqHandle, VerbsError> {
+        let handle = self.endpoint.create_cq(depth)?;
+        let ring = Arc::new(CqRing {
+            queue: ArrayQueue::new(depth as usize),
+        });
+        self.shared.cqs.insert(handle, Arc::clone(&ring));
+        self.cqs.push(CqEntry {
+            handle,
+            ring,
+            backlog: VecDeque::new(),
+        });
+        Ok(handle)
+    }
+
+    pub(crate) fn destroy_cq(&mut self, cq: CqHandle) -> Result<(), VerbsError> {
+        self.endpoint.destroy_cq(cq)?;
+        self.cqs.retain(|e| e.handle != cq);
+        self.shared.cqs.remove(&cq);
+        Ok(())
+    }
+
+    pub(crate) fn create_qp(&mut self, attr: &QpInitAttr) -> Result<Qpn, VerbsError> {
+        let qpn = self.endpoint.create_qp(attr)?;
+        self.qp_cqs.insert(qpn, (attr.send_cq, attr.recv_cq));
+        Ok(qpn)
+    }
+
+    pub(crate) fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
+        self.endpoint.destroy_qp(qpn)?;
+        self.qp_cqs.remove(&qpn);
+        self.deferred.retain(|d| d.qpn() != qpn);
+        Ok(())
+    }
+
+    // ---- datapath ---------------------------------------------------------------------------
+
+    /// Takes doorbells: first those waiting for room (in order; a queue still full holds back
+    /// the doorbells behind it), then new ones from the ring while the waiting list has room.
+    /// Returns how many reached the engine.
+    pub(crate) fn ring_doorbells(&mut self, budget: usize) -> usize {
+        let mut done = 0;
+        self.blocked.clear();
+        for _ in 0..self.deferred.len() {
+            let Some(d) = self.deferred.pop_front() else {
+                break;
+            };
+            if self.blocked.contains(&(d.qpn(), d.is_send())) {
+                self.deferred.push_back(d);
+            } else if self.post(d) {
+                done += 1;
+            }
+        }
+        let shared = Arc::clone(&self.shared);
+        for _ in 0..budget {
+            if self.deferred.len() >= self.deferred_max {
+                break;
+            }
+            let Some(d) = shared.doorbells.pop() else {
+                break;
+            };
+            self.stats.doorbells += 1;
+            if self.blocked.contains(&(d.qpn(), d.is_send())) {
+                self.stats.doorbells_deferred += 1;
+                self.deferred.push_back(d);
+            } else if self.post(d) {
+                done += 1;
+            } else {
+                self.stats.doorbells_deferred += 1;
+            }
+        }
+        done
+    }
+
+    /// Gives a doorbell to the engine. `false` (and the doorbell deferred) when its queue is
+    /// full; other refusals complete with an error.
+    fn post(&mut self, d: Doorbell) -> bool {
+        let result = match &d {
+            Doorbell::Send { qpn, wr } => self.endpoint.post_send(*qpn, &wr.as_wr()),
+            Doorbell::Recv { qpn, wr } => self.endpoint.post_recv(*qpn, wr),
+        };
+        match result {
+            Ok(()) => true,
+            Err(VerbsError::SendQueueFull | VerbsError::RecvQueueFull) => {
+                self.blocked.push((d.qpn(), d.is_send()));
+                self.deferred.push_back(d);
+                false
+            }
+            Err(error) => {
+                self.refuse(&d, error);
+                true
+            }
+        }
+    }
+
+    /// A doorbell the engine refused: an error completion on its QP's CQ (as a hardware NIC
+    /// completes a bad work request), or an event when the QP is unknown.
+    fn refuse(&mut self, d: &Doorbell, error: VerbsError) {
+        self.stats.doorbell_errors += 1;
+        let qpn = d.qpn();
+        let Some(&(send_cq, recv_cq)) = self.qp_cqs.get(&qpn) else {
+            self.shared.push_event(NicEvent::DoorbellRejected {
+                qpn,
+                wr_id: d.wr_id(),
+                error,
+            });
+            return;
+        };
+        let (cq, opcode) = if d.is_send() {
+            (send_cq, WcOpcode::RdmaWrite)
+        } else {
+            (recv_cq, WcOpcode::RecvRdmaWithImm)
+        };
+        let wc = WorkCompletion {
+            wr_id: d.wr_id(),
+            status: error_status(error),
+            opcode,
+            qpn,
+            byte_len: 0,
+            imm_data: None,
+        };
+        if let Some(e) = self.cqs.iter_mut().find(|e| e.handle == cq) {
+            e.backlog.push_back(wc);
+        }
+    }
+
+    /// Moves completions from the engine's CQs to the application's rings, as many as fit.
+    pub(crate) fn move_completions(&mut self) -> usize {
+        let mut moved = 0;
+        for e in &mut self.cqs {
+            let q = &e.ring.queue;
+            while !e.backlog.is_empty() && !q.is_full() {
+                if let Some(wc) = e.backlog.pop_front() {
+                    let _ = q.push(wc);
+                    moved += 1;
+                }
+            }
+            let room = (q.capacity() - q.len()).min(CQ_BATCH);
+            if room == 0 {
+                continue;
+            }
+            let n = self
+                .endpoint
+                .poll_cq(e.handle, &mut self.scratch[..room])
+                .unwrap_or(0);
+            for wc in &self.scratch[..n] {
+                // Room was counted above and only this thread pushes.
+                let _ = q.push(*wc);
+            }
+            moved += n;
+        }
+        self.stats.completions += moved as u64;
+        moved
+    }
+}
+
+/// The completion status of a work request the engine refused at post time.
+fn error_status(e: VerbsError) -> WcStatus {
+    match e {
+        VerbsError::TooManySge { .. } | VerbsError::MessageTooLong(_) => WcStatus::LocalLengthError,
+        VerbsError::InvalidState(_) => WcStatus::WrFlushError,
+        _ => WcStatus::LocalProtectionError,
+    }
+}

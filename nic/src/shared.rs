@@ -1,0 +1,281 @@
+//! What the application threads and the NIC thread share: lock-free rings (doorbells, control
+//! commands, completions, events) and the registries that let a handle find a completion ring
+//! or a shared memory region without asking the NIC thread.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crossbeam_queue::ArrayQueue;
+use mrc_srv6::wire::EthernetAddress;
+use mrc_transport::verbs::{
+    CqHandle, Qpn, RecvWr, SendOpcode, SendWr, Sge, VerbsError, WorkCompletion,
+};
+use mrc_transport::{Event, Instant};
+
+use crate::memory::MemoryRegion;
+use crate::runtime::NicState;
+
+/// Gather entries a doorbell carries without allocating.
+const INLINE_SGES: usize = 4;
+
+/// A datapath request from an application thread, rung into the NIC thread's doorbell ring.
+#[derive(Debug)]
+pub(crate) enum Doorbell {
+    Send { qpn: Qpn, wr: OwnedSendWr },
+    Recv { qpn: Qpn, wr: RecvWr },
+}
+
+impl Doorbell {
+    pub fn qpn(&self) -> Qpn {
+        match self {
+            Self::Send { qpn, .. } | Self::Recv { qpn, .. } => *qpn,
+        }
+    }
+
+    pub fn wr_id(&self) -> u64 {
+        match self {
+            Self::Send { wr, .. } => wr.wr_id,
+            Self::Recv { wr, .. } => wr.wr_id,
+        }
+    }
+
+    /// The queue the request goes to: send (`true`) or receive.
+    pub fn is_send(&self) -> bool {
+        matches!(self, Self::Send { .. })
+    }
+}
+
+/// A [`SendWr`] that owns its gather list (inline up to four entries).
+#[derive(Debug)]
+pub(crate) struct OwnedSendWr {
+    pub wr_id: u64,
+    pub opcode: SendOpcode,
+    sges: Sges,
+    pub remote_addr: u64,
+    pub rkey: u32,
+    pub signaled: bool,
+}
+
+#[derive(Debug)]
+enum Sges {
+    Inline(u8, [Sge; INLINE_SGES]),
+    Heap(Box<[Sge]>),
+}
+
+impl OwnedSendWr {
+    pub fn new(wr: &SendWr<'_>) -> Self {
+        let sges = if wr.sg_list.len() <= INLINE_SGES {
+            let mut inline = [Sge::default(); INLINE_SGES];
+            inline[..wr.sg_list.len()].copy_from_slice(wr.sg_list);
+            Sges::Inline(wr.sg_list.len() as u8, inline)
+        } else {
+            Sges::Heap(wr.sg_list.into())
+        };
+        Self {
+            wr_id: wr.wr_id,
+            opcode: wr.opcode,
+            sges,
+            remote_addr: wr.remote_addr,
+            rkey: wr.rkey,
+            signaled: wr.signaled,
+        }
+    }
+
+    /// The work request, borrowing the gather list.
+    pub fn as_wr(&self) -> SendWr<'_> {
+        let sg_list = match &self.sges {
+            Sges::Inline(n, s) => &s[..usize::from(*n)],
+            Sges::Heap(s) => s,
+        };
+        SendWr {
+            wr_id: self.wr_id,
+            opcode: self.opcode,
+            sg_list,
+            remote_addr: self.remote_addr,
+            rkey: self.rkey,
+            signaled: self.signaled,
+        }
+    }
+}
+
+/// A control-path request: runs on the NIC thread with its state, answers through a channel.
+pub(crate) type Command = Box<dyn FnOnce(&mut NicState) + Send>;
+
+/// Something the application may want to know, drained with
+/// [`NicHandle::poll_event`](crate::NicHandle::poll_event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NicEvent {
+    /// An event of the engine (port status as the engine sees it, QP fatal, EV changes...).
+    Engine(Event),
+    /// A port's link went up or down (as the port reports it).
+    Link { port: u8, up: bool },
+    /// Neighbour discovery learnt (or relearnt) the MAC of a port's next hop.
+    NeighbourResolved { port: u8, mac: EthernetAddress },
+    /// A doorbell named a QP the NIC does not know; the work request is dropped.
+    DoorbellRejected {
+        qpn: Qpn,
+        wr_id: u64,
+        error: VerbsError,
+    },
+}
+
+/// The completions of one CQ, on their way from the NIC thread to the application.
+#[derive(Debug)]
+pub(crate) struct CqRing {
+    pub queue: ArrayQueue<WorkCompletion>,
+}
+
+/// A registered region the application reads and writes without the NIC thread.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedMr {
+    pub region: MemoryRegion,
+    pub iova: u64,
+}
+
+impl SharedMr {
+    /// The offset of `va..va + len` in the region, if it lies inside.
+    pub fn offset_of(&self, va: u64, len: usize) -> Option<usize> {
+        let offset = va.checked_sub(self.iova)?;
+        let end = offset.checked_add(len as u64)?;
+        (end <= self.region.len() as u64).then_some(offset as usize)
+    }
+}
+
+/// State shared by the NIC thread and every handle.
+pub(crate) struct Shared {
+    pub doorbells: ArrayQueue<Doorbell>,
+    pub commands: ArrayQueue<Command>,
+    pub events: ArrayQueue<NicEvent>,
+    pub events_dropped: AtomicU64,
+    /// Asks the NIC thread to leave its loop.
+    pub stop: AtomicBool,
+    /// The NIC thread is in its loop (cleared when it leaves, even by a panic).
+    pub running: AtomicBool,
+    /// The epoch of the NIC's clock (shared, so applications see the NIC's time).
+    pub epoch: std::time::Instant,
+    pub control_timeout: std::time::Duration,
+    pub cqs: Registry<CqHandle, Arc<CqRing>>,
+    pub mrs: Registry<u32, SharedMr>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("doorbells", &self.doorbells.len())
+            .field("commands", &self.commands.len())
+            .field("events", &self.events.len())
+            .field("running", &self.running.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Shared {
+    pub fn new(
+        doorbell_depth: usize,
+        command_depth: usize,
+        event_depth: usize,
+        control_timeout: std::time::Duration,
+    ) -> Self {
+        Self {
+            doorbells: ArrayQueue::new(doorbell_depth.max(1)),
+            commands: ArrayQueue::new(command_depth.max(1)),
+            events: ArrayQueue::new(event_depth.max(1)),
+            events_dropped: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            running: AtomicBool::new(true),
+            epoch: std::time::Instant::now(),
+            control_timeout,
+            cqs: Registry::default(),
+            mrs: Registry::default(),
+        }
+    }
+
+    /// The NIC's clock: nanoseconds since the NIC was made.
+    pub fn now(&self) -> Instant {
+        Instant(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    pub fn push_event(&self, e: NicEvent) {
+        if self.events.push(e).is_err() {
+            self.events_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
+    }
+}
+
+/// A map the NIC thread changes rarely (control path) and handles read often: handles keep a
+/// private copy and refresh it when the generation moved, so the datapath takes no lock.
+#[derive(Debug)]
+pub(crate) struct Registry<K, V> {
+    map: Mutex<HashMap<K, V>>,
+    generation: AtomicU64,
+}
+
+impl<K, V> Default for Registry<K, V> {
+    fn default() -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(0),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Copy, V: Clone> Registry<K, V> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<K, V>> {
+        // A panic while holding the lock cannot leave the map half-changed: insert and remove
+        // are single calls.
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn insert(&self, k: K, v: V) {
+        self.lock().insert(k, v);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    pub fn remove(&self, k: &K) -> Option<V> {
+        let v = self.lock().remove(k);
+        self.generation.fetch_add(1, Ordering::Release);
+        v
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// A copy of the map and the generation it is current for.
+    pub fn snapshot(&self) -> (u64, HashMap<K, V>) {
+        let map = self.lock();
+        (self.generation(), map.clone())
+    }
+}
+
+/// A handle's private copy of a [`Registry`].
+#[derive(Debug)]
+pub(crate) struct Cache<K, V> {
+    generation: u64,
+    map: HashMap<K, V>,
+}
+
+impl<K, V> Default for Cache<K, V> {
+    fn default() -> Self {
+        Self {
+            generation: u64::MAX,
+            map: HashMap::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Copy, V: Clone> Cache<K, V> {
+    /// The value of `k`, refreshing the copy first if the registry changed.
+    pub fn get(&mut self, registry: &Registry<K, V>, k: &K) -> Option<&V> {
+        if self.generation != registry.generation() {
+            (self.generation, self.map) = registry.snapshot();
+        }
+        self.map.get(k)
+    }
+}
