@@ -83,6 +83,11 @@ pub enum DcqcnStage {
     HyperIncrease,
 }
 
+/// 8e9 / rate: nanoseconds per byte, Q32.
+fn ns_per_byte_q32(rate_bps: u64) -> u64 {
+    ((8_000_000_000u128 << 32) / u128::from(rate_bps.max(1))).min(u128::from(u64::MAX)) as u64
+}
+
 /// One DCQCN reaction point.
 #[derive(Debug, Clone)]
 pub struct Dcqcn {
@@ -109,6 +114,9 @@ pub struct Dcqcn {
     next_increase: Option<Instant>,
     last_cut: Option<Instant>,
     next_tx: Instant,
+    /// Serialisation time of one byte at the current rate, ns in Q32 (kept with the rate, so
+    /// pacing a packet is a multiply, not a division).
+    ns_per_byte_q32: u64,
     stage: DcqcnStage,
     cuts: u64,
 }
@@ -143,9 +151,15 @@ impl Dcqcn {
             next_increase: None,
             last_cut: None,
             next_tx: Instant::ZERO,
+            ns_per_byte_q32: ns_per_byte_q32(line_bps),
             stage: DcqcnStage::LineRate,
             cuts: 0,
         }
+    }
+
+    fn set_rate(&mut self, rc_bps: u64) {
+        self.rc_bps = rc_bps.clamp(self.min_bps, self.line_bps);
+        self.ns_per_byte_q32 = ns_per_byte_q32(self.rc_bps);
     }
 
     /// The current sending rate (RC), bits per second.
@@ -219,7 +233,7 @@ impl Dcqcn {
         self.rt_bps = self.rt_bps.min(self.line_bps);
         // Halfway to the target, rounding up so that the rate does reach it.
         let mid = (u128::from(self.rt_bps) + u128::from(self.rc_bps)).div_ceil(2) as u64;
-        self.rc_bps = mid.clamp(self.min_bps, self.line_bps);
+        self.set_rate(mid);
         if self.rc_bps == self.line_bps {
             self.stage = DcqcnStage::LineRate;
         }
@@ -235,7 +249,7 @@ impl Dcqcn {
         }
         self.rt_bps = self.rc_bps;
         let cut = ((u128::from(self.rc_bps) * u128::from(self.alpha_q16)) >> 17) as u64;
-        self.rc_bps = self.rc_bps.saturating_sub(cut).max(self.min_bps);
+        self.set_rate(self.rc_bps.saturating_sub(cut));
         self.alpha_q16 = ((self.alpha_q16 * (Q16 - self.g_q16)) >> 16) + self.g_q16;
         self.alpha_q16 = self.alpha_q16.min(Q16);
         self.t_count = 0;
@@ -265,14 +279,16 @@ impl CongestionController for Dcqcn {
     fn on_packet_sent(&mut self, now: Instant, bytes: u32) {
         self.advance(now);
         // Pacing: the next packet leaves one serialisation time (at the current rate) later.
-        let gap_ns = u128::from(bytes) * 8 * 1_000_000_000 / u128::from(self.rc_bps);
+        let gap_ns = (u128::from(bytes) * u128::from(self.ns_per_byte_q32)).div_ceil(1 << 32);
         self.next_tx = self.next_tx.max(now) + Duration(gap_ns.min(u128::from(u64::MAX)) as u64);
         self.bytes_since_event = self.bytes_since_event.saturating_add(u64::from(bytes));
-        let events = self.bytes_since_event / self.byte_counter;
-        self.bytes_since_event %= self.byte_counter;
-        for _ in 0..events.min(MAX_REPLAYED_PERIODS) {
-            self.bc_count = self.bc_count.saturating_add(1);
-            self.increase_event();
+        if self.bytes_since_event >= self.byte_counter {
+            let events = self.bytes_since_event / self.byte_counter;
+            self.bytes_since_event %= self.byte_counter;
+            for _ in 0..events.min(MAX_REPLAYED_PERIODS) {
+                self.bc_count = self.bc_count.saturating_add(1);
+                self.increase_event();
+            }
         }
     }
 

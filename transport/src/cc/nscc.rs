@@ -27,8 +27,6 @@ mod tests;
 
 pub use config::{NsccConfig, NsccParams};
 
-use config::Q16;
-
 use super::{AckSample, CongestionController, NackCause, NackSample, PathFacts};
 use crate::time::{Duration, Instant};
 
@@ -58,8 +56,11 @@ pub struct Nscc {
     cwnd: u64,
     /// Queueing-delay EWMA, nanoseconds in Q16.
     avg_delay_q16: u64,
-    /// Pending fair and proportional increases, in bytes² (divided by cwnd when applied).
+    /// Pending fair increase: bytes delivered in the fair quadrant (× `fi` / cwnd when
+    /// applied).
     fair_acc: u128,
+    /// Pending proportional increase: Σ delivered × (target − delay), byte·ns (× gain / target
+    /// / cwnd when applied). Only the application divides, not every SACK.
     prop_acc: u128,
     /// Bytes delivered since the last adjustment.
     delivered_since_adjust: u64,
@@ -146,7 +147,7 @@ impl Nscc {
         };
         let sample_q16 = i128::from(sample) << 16;
         let avg = i128::from(self.avg_delay_q16);
-        let next = avg + (sample_q16 - avg) * i128::from(DELAY_EWMA_Q16) / i128::from(Q16);
+        let next = avg + (((sample_q16 - avg) * i128::from(DELAY_EWMA_Q16)) >> 16);
         self.avg_delay_q16 = next.clamp(0, i128::from(u64::MAX)) as u64;
     }
 
@@ -207,10 +208,11 @@ impl Nscc {
             self.fast_count = 0;
         }
         self.fast_increasing = false;
-        // delay < target here, so target > 0.
+        // delay < target here.
         let headroom = u128::from(self.p.target_ns - delay_ns);
-        self.prop_acc += u128::from(delivered) * u128::from(self.p.proportional_bytes) * headroom
-            / u128::from(self.p.target_ns);
+        self.prop_acc = self
+            .prop_acc
+            .saturating_add(u128::from(delivered) * headroom);
     }
 
     /// ECN and delay above target: multiplicative decrease on the average delay, at most once
@@ -248,8 +250,18 @@ impl Nscc {
             return;
         }
         let cwnd = u128::from(self.cwnd);
-        let fair = (self.fair_acc / cwnd).min(u128::from(u64::MAX)) as u64;
-        let prop = (self.prop_acc / cwnd).min(u128::from(u64::MAX)) as u64;
+        let fair = self.fair_acc.saturating_mul(u128::from(self.p.fi_bytes)) / cwnd;
+        // prop_acc > 0 only if some delay was below target, so target > 0.
+        let prop = if self.prop_acc == 0 {
+            0
+        } else {
+            self.prop_acc
+                .saturating_mul(u128::from(self.p.proportional_bytes))
+                / u128::from(self.p.target_ns)
+                / cwnd
+        };
+        let fair = fair.min(u128::from(u64::MAX)) as u64;
+        let prop = prop.min(u128::from(u64::MAX)) as u64;
         self.cwnd = self.cwnd.saturating_add(fair).saturating_add(prop);
         self.stats.fair_increase_bytes += fair;
         self.stats.proportional_increase_bytes += prop;
@@ -309,7 +321,7 @@ impl CongestionController for Nscc {
         match (ack.ecn, above) {
             (false, false) => self.proportional_increase(delivered, delay_ns),
             (false, true) => {
-                self.fair_acc += u128::from(delivered) * u128::from(self.p.fi_bytes);
+                self.fair_acc += u128::from(delivered);
             }
             (true, true) => self.multiplicative_decrease(now),
             // ECN below target: the path is the problem, not the window.
