@@ -11,6 +11,7 @@ mod ctx;
 mod endpoint;
 pub mod ev;
 mod event;
+pub mod harness;
 mod qp;
 pub mod reliability;
 mod rng;
