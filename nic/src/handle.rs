@@ -27,7 +27,7 @@ use mrc_transport::{Endpoint, Instant};
 
 use crate::error::NicError;
 use crate::memory::MemoryRegion;
-use crate::runtime::{NicState, NicStats};
+use crate::runtime::{NicState, NicStats, PortState};
 use crate::shared::{Cache, CqRing, Doorbell, NicEvent, OwnedSendWr, Shared, SharedMr};
 
 /// A handle on a running NIC for one application thread. Clone it for every thread that uses
@@ -322,13 +322,9 @@ impl NicHandle {
         self.call(|s| s.stats())
     }
 
-    /// The next hop's MAC of every port, as far as known.
-    pub fn neighbours(&self) -> Result<Vec<Option<mrc_srv6::wire::EthernetAddress>>, NicError> {
-        self.call(|s| {
-            (0..s.endpoint.config().ports.len())
-                .map(|p| s.ndp.neighbour(p as u8))
-                .collect()
-        })
+    /// What the NIC knows of each port: link, next hop, whether the engine may use it.
+    pub fn ports(&self) -> Result<Vec<PortState>, NicError> {
+        self.call(|s| s.ports())
     }
 }
 

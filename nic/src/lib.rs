@@ -42,5 +42,5 @@ pub use io::mem::{MemControl, MemFabric, MemIo};
 pub use io::{IoStats, PacketIo};
 pub use memory::MemoryRegion;
 pub use ndp::{NdpConfig, NextHop};
-pub use runtime::{Nic, NicExit, NicRunner, NicStats};
+pub use runtime::{Nic, NicExit, NicRunner, NicStats, PortState};
 pub use shared::NicEvent;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use mrc_nic::io::mem::{host_mac, router_mac};
-use mrc_nic::{AppDriver, MemControl, MemFabric, MemIo, NextHop, Nic, NicEvent, NicHandle};
+use mrc_nic::{MemControl, MemFabric, MemIo, NextHop, Nic, NicEvent, NicHandle, PortState};
 use mrc_transport::Event;
 use mrc_transport::verbs::{
     QpState, SendOpcode, SendWr, Sge, VerbsError, WcStatus, WorkCompletion,
@@ -49,24 +49,8 @@ fn pair(planes: usize, resolve: bool) -> Pair {
     }
 }
 
-/// Runs `apps[i]` on host `i`'s handle, each on its own application thread.
 fn run_both(sides: &[Side; 2], apps: [Traffic; 2]) -> [Traffic; 2] {
-    let mut threads = Vec::new();
-    for (s, mut app) in sides.iter().zip(apps) {
-        let handle = s.handle.clone();
-        let cq = s.cq;
-        threads.push(std::thread::spawn(move || {
-            AppDriver::new(&handle)
-                .cq(cq)
-                .deadline(LIMIT)
-                .run(&mut app)
-                .map(|_| app)
-        }));
-    }
-    let mut done = threads
-        .into_iter()
-        .map(|t| t.join().expect("app thread").expect("application finished"));
-    [done.next().unwrap(), done.next().unwrap()]
+    support::run_apps(sides, apps, LIMIT)
 }
 
 fn connected(p: &Pair, plan: &Plan) -> [Side; 2] {
@@ -76,10 +60,7 @@ fn connected(p: &Pair, plan: &Plan) -> [Side; 2] {
 }
 
 fn traffic(plan: &Plan, sides: &[Side; 2]) -> [Traffic; 2] {
-    [
-        Traffic::new(plan, &sides[0], sides[1].info(nic_addr(1)), 2),
-        Traffic::new(plan, &sides[1], sides[0].info(nic_addr(0)), 1),
-    ]
+    support::both_ways(plan, sides, [nic_addr(0), nic_addr(1)], [1, 2])
 }
 
 fn events(h: &NicHandle) -> Vec<NicEvent> {
@@ -175,7 +156,7 @@ fn neighbour_discovery_resolves_each_others_macs_before_traffic() {
     while p
         .handles
         .iter()
-        .any(|h| h.neighbours().unwrap().iter().any(Option::is_none))
+        .any(|h| h.ports().unwrap().iter().any(|s| !s.usable))
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -185,9 +166,13 @@ fn neighbour_discovery_resolves_each_others_macs_before_traffic() {
     }
     for (host, h) in p.handles.iter().enumerate() {
         let want: Vec<_> = (0..2)
-            .map(|pl| Some(host_mac(1 - host as u16, pl)))
+            .map(|pl| PortState {
+                link_up: true,
+                next_hop: Some(host_mac(1 - host as u16, pl)),
+                usable: true,
+            })
             .collect();
-        assert_eq!(h.neighbours().unwrap(), want);
+        assert_eq!(h.ports().unwrap(), want);
         let ev = events(h);
         for port in 0..2 {
             let mac = host_mac(1 - host as u16, port);

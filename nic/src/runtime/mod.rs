@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use mrc_transport::{Endpoint, Instant, PortMask};
 
 pub(crate) use state::NicState;
-pub use state::NicStats;
+pub use state::{NicStats, PortState};
 
 use crate::config::{IdlePolicy, NicConfig};
 use crate::error::NicError;
@@ -36,10 +36,7 @@ pub struct NicRunner<P: PacketIo> {
     io: P,
     state: NicState,
     shared: Arc<Shared>,
-    /// Link state as the ports report it.
-    link_up: Vec<bool>,
-    /// Port state as the engine was told (link up and next hop known).
-    engine_up: Vec<bool>,
+    ports: usize,
     next_link_poll: Instant,
     idle_iterations: u32,
     tx_budget: usize,
@@ -51,9 +48,9 @@ pub struct NicRunner<P: PacketIo> {
 impl<P: PacketIo> std::fmt::Debug for NicRunner<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NicRunner")
-            .field("ports", &self.link_up.len())
-            .field("link_up", &self.link_up)
-            .field("engine_up", &self.engine_up)
+            .field("ports", &self.ports)
+            .field("link_up", &self.state.link_up)
+            .field("engine_up", &self.state.engine_up)
             .finish()
     }
 }
@@ -116,15 +113,19 @@ impl<P: PacketIo> NicRunner<P> {
             config.control_timeout,
         ));
         let ndp = Ndp::new(nic_addr, &ndp_ports, &config.ndp);
-        let state = NicState::new(endpoint, ndp, Arc::clone(&shared), config.doorbell_depth);
         let link_up = (0..ports).map(|p| io.link_up(p as u8)).collect();
+        let state = NicState::new(
+            endpoint,
+            ndp,
+            link_up,
+            Arc::clone(&shared),
+            config.doorbell_depth,
+        );
         let mut runner = Self {
             io,
             state,
             shared: Arc::clone(&shared),
-            link_up,
-            // The engine starts with every port up.
-            engine_up: vec![true; ports],
+            ports,
             next_link_poll: Instant::ZERO,
             idle_iterations: 0,
             tx_budget: config.tx_budget.max(1),
@@ -213,7 +214,7 @@ impl<P: PacketIo> NicRunner<P> {
             ..
         } = &mut self.state;
         let mut n = 0;
-        for p in 0..self.link_up.len() as u8 {
+        for p in 0..self.ports as u8 {
             n += self.io.rx_burst(p, |frame| {
                 if ndp::is_icmpv6(frame) {
                     stats.ndp_frames_in += 1;
@@ -239,10 +240,10 @@ impl<P: PacketIo> NicRunner<P> {
     }
 
     fn poll_links(&mut self, now: Instant) {
-        for p in 0..self.link_up.len() {
+        for p in 0..self.ports {
             let up = self.io.link_up(p as u8);
-            if up != self.link_up[p] {
-                self.link_up[p] = up;
+            if up != self.state.link_up[p] {
+                self.state.link_up[p] = up;
                 self.state.stats.link_changes += 1;
                 self.shared.push_event(NicEvent::Link { port: p as u8, up });
                 self.update_port(now, p as u8);
@@ -253,15 +254,16 @@ impl<P: PacketIo> NicRunner<P> {
     /// Tells the engine when a port's usability changed (link up and next hop known).
     fn update_port(&mut self, now: Instant, port: u8) {
         let p = usize::from(port);
-        let up = self.link_up[p] && self.state.ndp.neighbour(port).is_some();
-        if up != self.engine_up[p] {
-            self.engine_up[p] = up;
+        let up = self.state.link_up[p] && self.state.ndp.neighbour(port).is_some();
+        if up != self.state.engine_up[p] {
+            self.state.engine_up[p] = up;
             self.state.endpoint.handle_port_status(now, port, up);
         }
     }
 
     fn transmit(&mut self, now: Instant) -> usize {
         let engine_ports = self
+            .state
             .engine_up
             .iter()
             .enumerate()

@@ -52,6 +52,17 @@ pub struct NicStats {
     pub ndp: NdpStats,
 }
 
+/// What the NIC knows of one port (= plane).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortState {
+    /// The link is up, as the port reports it (read once per link-poll interval).
+    pub link_up: bool,
+    /// The next hop's MAC, once known (static or resolved).
+    pub next_hop: Option<mrc_srv6::wire::EthernetAddress>,
+    /// The engine may send on it: link up and next hop known.
+    pub usable: bool,
+}
+
 /// One CQ: the engine's handle, the ring towards the application, and completions the NIC
 /// made itself (refused doorbells) that did not fit yet.
 #[derive(Debug)]
@@ -69,6 +80,10 @@ pub struct NicState {
     /// The send and receive CQ of every QP, for completions of refused doorbells.
     pub(crate) qp_cqs: HashMap<Qpn, (CqHandle, CqHandle)>,
     pub(crate) ndp: Ndp,
+    /// Link state as the ports report it.
+    pub(crate) link_up: Vec<bool>,
+    /// Port state as the engine was told (link up and next hop known).
+    pub(crate) engine_up: Vec<bool>,
     pub(crate) stats: NicStats,
     pub(crate) shared: Arc<Shared>,
     /// Doorbells waiting for room in their QP's queue, in order.
@@ -83,14 +98,19 @@ impl NicState {
     pub(crate) fn new(
         endpoint: Endpoint,
         ndp: Ndp,
+        link_up: Vec<bool>,
         shared: Arc<Shared>,
         deferred_max: usize,
     ) -> Self {
+        // The engine starts with every port up.
+        let engine_up = vec![true; link_up.len()];
         Self {
             endpoint,
             cqs: Vec::new(),
             qp_cqs: HashMap::new(),
             ndp,
+            link_up,
+            engine_up,
             stats: NicStats::default(),
             shared,
             deferred: VecDeque::new(),
@@ -109,6 +129,17 @@ impl NicState {
             .load(std::sync::atomic::Ordering::Relaxed);
         s.ndp = self.ndp.stats();
         s
+    }
+
+    /// The state of every port.
+    pub(crate) fn ports(&self) -> Vec<PortState> {
+        (0..self.link_up.len())
+            .map(|p| PortState {
+                link_up: self.link_up[p],
+                next_hop: self.ndp.neighbour(p as u8),
+                usable: self.engine_up[p],
+            })
+            .collect()
     }
 
     // ---- control path -----------------------------------------------------------------------

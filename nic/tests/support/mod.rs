@@ -4,10 +4,13 @@
 //! a function of a seed, so the receiver knows what each message must hold.
 #![allow(dead_code)] // each test binary uses a different part
 
+#[cfg(feature = "dpdk")]
+pub mod eal;
+
 use std::net::Ipv6Addr;
 use std::process::ExitCode;
 
-use mrc_nic::{MemoryRegion, NextHop, NicConfig, NicHandle};
+use mrc_nic::{AppDriver, MemoryRegion, NextHop, NicConfig, NicHandle};
 use mrc_srv6::wire::EthernetAddress;
 use mrc_transport::app::{Application, Verbs};
 use mrc_transport::verbs::{
@@ -402,4 +405,46 @@ impl Traffic {
                 .unwrap_or_else(|e| panic!("{e}"));
         }
     }
+}
+
+/// Runs `apps[i]` over `sides[i]`'s handle, each on its own application thread, until both
+/// are done (or `limit` of wall time passed: a panic).
+pub fn run_apps<const N: usize>(
+    sides: &[Side; N],
+    apps: [Traffic; N],
+    limit: std::time::Duration,
+) -> [Traffic; N] {
+    let threads: Vec<_> = sides
+        .iter()
+        .zip(apps)
+        .map(|(s, mut app)| {
+            let handle = s.handle.clone();
+            let cq = s.cq;
+            std::thread::spawn(move || {
+                AppDriver::new(&handle)
+                    .cq(cq)
+                    .deadline(limit)
+                    .run(&mut app)
+                    .map(|_| app)
+            })
+        })
+        .collect();
+    let done: Vec<Traffic> = threads
+        .into_iter()
+        .map(|t| t.join().expect("app thread").expect("application finished"))
+        .collect();
+    done.try_into().unwrap_or_else(|_| unreachable!())
+}
+
+/// The traffic of two connected sides, both ways (`salts`: of each side's source pattern).
+pub fn both_ways(
+    plan: &Plan,
+    sides: &[Side; 2],
+    addrs: [Ipv6Addr; 2],
+    salts: [u64; 2],
+) -> [Traffic; 2] {
+    [
+        Traffic::new(plan, &sides[0], sides[1].info(addrs[1]), salts[1]),
+        Traffic::new(plan, &sides[1], sides[0].info(addrs[0]), salts[0]),
+    ]
 }

@@ -1,0 +1,117 @@
+//! Two engines in one process over DPDK `net_ring` ports, one port per plane (two planes).
+//! A ring port is a loopback: what TX queue `i` sends, RX queue `i` receives. Each port gets
+//! two queues and the engines take them crosswise (A sends on queue 1 and receives on 0, B the
+//! other way round), so every frame A sends reaches B and back: a pair of NICs on a wire,
+//! each engine with its own queues on every port. Writes and Write-with-Immediates both ways,
+//! every byte checked. `harness = false`: the EAL initialises once per process.
+
+mod support;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use mrc_dpdk::{Mempool, MempoolConfig, Port, PortConfig};
+use mrc_nic::io::dpdk::{DpdkIo, PortSet, QueuePair};
+use mrc_nic::{Nic, NicConfig};
+use mrc_srv6::wire::EthernetAddress;
+use support::eal::{RuntimeDir, eal_args, init, lcores, unique};
+use support::{Plan, both_ways, connect_pair, nic_addr, nic_config, run_apps, side};
+
+const TEST: &str = "dpdk_ring";
+const PLANES: usize = 2;
+const FRAME_ROOM: u16 = 4608;
+
+fn main() -> ExitCode {
+    let prefix = unique("nicring");
+    let vdevs: Vec<String> = (0..PLANES).map(|p| format!("net_ring{p}")).collect();
+    let eal = match init(&eal_args(&prefix, &lcores(), &vdevs)) {
+        Ok(eal) => eal,
+        Err(why) => return support::skip(TEST, &why),
+    };
+    let _dir = RuntimeDir::of(&eal);
+
+    let pool = Mempool::create(
+        &eal,
+        &MempoolConfig::new("nicring", 8191).frames_up_to(FRAME_ROOM),
+    )
+    .expect("pool");
+    let config = PortConfig {
+        rx_queues: 2,
+        tx_queues: 2,
+        ..PortConfig::default()
+    };
+    let mut ports = Vec::new();
+    let mut queues = Vec::new();
+    for name in &vdevs {
+        let mut port = Port::by_name(&eal, name).expect("ring port");
+        let mac = EthernetAddress(port.mac().expect("mac").0);
+        let q = port.configure(&config, &pool).expect("configure");
+        port.start().expect("start");
+        queues.push((q, mac));
+        ports.push(port);
+    }
+    let ports = PortSet::new(ports);
+    // Engine A: RX queue 0, TX queue 1 of every port; engine B: RX 1, TX 0.
+    let mut wiring: [Vec<QueuePair>; 2] = [Vec::new(), Vec::new()];
+    for (link, (q, mac)) in queues.into_iter().enumerate() {
+        let mut rx = q.rx.into_iter();
+        let mut tx = q.tx.into_iter();
+        let (rx0, rx1) = (rx.next().unwrap(), rx.next().unwrap());
+        let (tx0, tx1) = (tx.next().unwrap(), tx.next().unwrap());
+        wiring[0].push(QueuePair {
+            rx: rx0,
+            tx: tx1,
+            mac,
+            link,
+        });
+        wiring[1].push(QueuePair {
+            rx: rx1,
+            tx: tx0,
+            mac,
+            link,
+        });
+    }
+    let mut nics = Vec::new();
+    let mut handles = Vec::new();
+    for (host, queues) in wiring.into_iter().enumerate() {
+        let io =
+            DpdkIo::new(&eal, &pool, queues, ports.clone(), usize::from(FRAME_ROOM)).expect("io");
+        let cfg: NicConfig = nic_config(host as u16, PLANES, Vec::new());
+        let (nic, handle) = Nic::spawn(cfg, io).expect("nic");
+        nics.push(nic);
+        handles.push(handle);
+    }
+
+    let plan = Plan::new(200, 20_000);
+    let sides = [side(&handles[0], &plan, 11), side(&handles[1], &plan, 12)];
+    connect_pair(&sides[0], nic_addr(0), &sides[1], nic_addr(1));
+    let apps = both_ways(&plan, &sides, [nic_addr(0), nic_addr(1)], [11, 12]);
+    let done = run_apps(&sides, apps, Duration::from_mins(1));
+    for t in &done {
+        t.assert_clean();
+    }
+
+    let mut per_port_frames = [0_u64; PLANES];
+    for nic in nics {
+        let exit = nic.shutdown().expect("shutdown");
+        let s = exit.stats;
+        assert!(s.io.rx_frames > 0 && s.io.tx_frames > 0, "{s:?}");
+        assert_eq!(
+            (s.io.rx_dropped, s.io.tx_dropped, s.doorbell_errors),
+            (0, 0, 0),
+            "{s:?}"
+        );
+        drop(exit.io);
+    }
+    for (i, frames) in per_port_frames.iter_mut().enumerate() {
+        *frames = ports.stats(i).expect("port stats").opackets;
+        assert!(*frames > 50, "plane {i} carried {frames} frames");
+    }
+    drop(ports);
+    drop(pool);
+    println!(
+        "{TEST}: ok: {} messages each way over {PLANES} ring ports ({per_port_frames:?} frames per port)",
+        plan.msgs.len()
+    );
+    ExitCode::SUCCESS
+}
