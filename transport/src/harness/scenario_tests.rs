@@ -6,6 +6,7 @@ use std::sync::Arc;
 use mrc_srv6::wire::EthernetAddress;
 
 use super::*;
+use crate::cc::{CcProfile, NsccConfig};
 use crate::ev::{PathSource, SrPath};
 use crate::verbs::{InitAttr, RecvWr, SendOpcode, SendWr, Sge, WcOpcode, WcStatus};
 use crate::{Endpoint, EndpointConfig, PathMode, PortConfig};
@@ -33,7 +34,7 @@ fn nic(host: u16) -> Ipv6Addr {
     Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, host + 1)
 }
 
-fn endpoint(seed: u64, host: u16, srv6: bool) -> Endpoint {
+fn endpoint(seed: u64, host: u16, srv6: bool, cc: &CcProfile) -> Endpoint {
     let ports = (0..PLANES as u8)
         .map(|p| {
             PortConfig::new(
@@ -50,18 +51,23 @@ fn endpoint(seed: u64, host: u16, srv6: bool) -> Endpoint {
     } else {
         PathMode::Ecmp
     };
-    Endpoint::new(EndpointConfig::new(
-        seed + u64::from(host),
-        nic(host),
-        ports,
-        mode,
-    ))
-    .expect("valid endpoint configuration")
+    let mut cfg = EndpointConfig::new(seed + u64::from(host), nic(host), ports, mode);
+    cfg.cc_profiles = vec![cc.clone()];
+    Endpoint::new(cfg).expect("valid endpoint configuration")
 }
 
 /// Two endpoints joined on both planes by `PATHS` paths each way; in SRv6 mode the DA's fourth
 /// group names the path, in ECMP mode the EV fields are hashed.
 fn fabric(seed: u64, srv6: bool, model: PathModel) -> (Harness<Endpoint>, QpPair) {
+    fabric_with(seed, srv6, model, &CcProfile::default())
+}
+
+fn fabric_with(
+    seed: u64,
+    srv6: bool,
+    model: PathModel,
+    cc: &CcProfile,
+) -> (Harness<Endpoint>, QpPair) {
     let mut h = Harness::new(HarnessConfig {
         seed,
         ..HarnessConfig::default()
@@ -70,8 +76,8 @@ fn fabric(seed: u64, srv6: bool, model: PathModel) -> (Harness<Endpoint>, QpPair
         addr: Some(nic(host)),
         ports: vec![PortModel::default(); PLANES],
     };
-    let a = h.add_node(endpoint(seed, 0, srv6), spec(0));
-    let b = h.add_node(endpoint(seed, 1, srv6), spec(1));
+    let a = h.add_node(endpoint(seed, 0, srv6, cc), spec(0));
+    let b = h.add_node(endpoint(seed, 1, srv6, cc), spec(1));
     let select = if srv6 {
         PathSelect::Custom(Arc::new(|f: &FrameInfo| {
             usize::from(f.outer_dst.segments()[3])
@@ -184,4 +190,35 @@ fn the_same_seed_replays_the_same_run_with_endpoints() {
     };
     assert_eq!(digest(21), digest(21));
     assert_ne!(digest(21).1, digest(22).1);
+}
+
+#[test]
+fn nscc_trims_far_less_than_an_oversized_fixed_window_on_slow_shallow_paths() {
+    // Eight 10 Gb/s paths with 16 KB queues behind two 100 Gb/s ports: the paths, not the
+    // ports, are the bottleneck, and a one-BDP window (500 KB at 200 Gb/s × 20 µs) overflows
+    // them.
+    let slow = PathModel {
+        rate_bps: 10_000_000_000,
+        latency: Duration::from_micros(3),
+        queue_bytes: 16 * 1024,
+        ecn: Some(EcnMarking {
+            min_bytes: 4 * 1024,
+            max_bytes: 12 * 1024,
+        }),
+        ..PathModel::default()
+    };
+    let trims = |cc: &CcProfile| {
+        let (mut h, qp) = fabric_with(4, true, slow.clone(), cc);
+        write_and_check(&mut h, qp, 8 << 20, 5);
+        (0..PLANES * PATHS)
+            .map(|p| h.path_stats(PathId(p)).trimmed)
+            .sum::<u64>()
+    };
+    let fixed = trims(&CcProfile::Fixed { window_bytes: None });
+    let nscc = trims(&CcProfile::Nscc(NsccConfig::default()));
+    assert!(
+        fixed > 100,
+        "the fixed window overflows the paths: {fixed} trims"
+    );
+    assert!(nscc * 4 < fixed, "NSCC {nscc} trims, fixed window {fixed}");
 }
