@@ -17,6 +17,22 @@
 //!   schedule ([`Harness::schedule_path`]); node ports too ([`Harness::schedule_port`]).
 //! - Time is integer nanoseconds; ties run in the order they were scheduled; no wall clock.
 //!   [`Harness::run_until_idle`] fails instead of hanging when its [`Bound`] is reached.
+//!
+//! A scenario reads like a story (see `scenario_tests.rs`):
+//!
+//! ```text
+//! let mut h = Harness::new(HarnessConfig { seed, ..HarnessConfig::default() });
+//! let a = h.add_node(endpoint_a, NodeSpec { addr: Some(nic_a), ports: vec![PortModel::default(); 2] });
+//! let b = h.add_node(endpoint_b, NodeSpec { addr: Some(nic_b), ports: vec![PortModel::default(); 2] });
+//! let link = h.connect(a, b, &LinkSpec { ports: vec![0, 1], paths_per_port: 4,
+//!     select: PathSelect::OuterDaHash, forward: lossy, reverse: PathModel::default() });
+//! let qp = h.connect_qps(a, b, InitAttr::default(), 1024)?;       // RESET → INIT → RTR → RTS
+//! let src = h.reg_pattern(&qp.a, SRC, len, salt)?;                // patterned source region
+//! h.schedule_path(link.forward[0][1], Instant(20_000), false);    // a path dies at 20 µs
+//! ... post_send on h.node_mut(a) ...
+//! h.run_until(Bound::time(Duration::from_millis(100)), |h| !h.poll_all(a, qp.a.cq).is_empty())?;
+//! h.check_region(b, dst.lkey, 0, len, |i| pattern(salt, i))?;     // every byte
+//! ```
 
 mod event;
 mod node;

@@ -61,7 +61,7 @@ pub struct NsccConfig {
     /// The fabric trims instead of dropping (only changes the default target delay). Default
     /// `true` (MRC fabrics trim, brief §5.3).
     pub trimming: bool,
-    /// Window at start, in bytes. Default one BDP (brief §3.4 [I]).
+    /// Window at start, in bytes. Default one BDP (brief §3.4, our inference).
     pub initial_cwnd: Option<u64>,
     /// Proportional increase: bytes added per window of delivered bytes at zero queueing delay,
     /// scaled down linearly to zero at the target (htsim's `alpha × target`). Default
