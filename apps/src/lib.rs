@@ -1,3 +1,5 @@
 //! Shared code of the mrc-rs command-line tools.
 
 pub mod fabric;
+pub mod metrics;
+pub mod perf;

@@ -1,0 +1,383 @@
+//! The Prometheus exporter of the mrc-rs tools (docs/metrics.md): per-port (= plane), per-QP
+//! and per-EV counters named after the RDMA hardware counters users already watch
+//! (`port_xmit_data`, `np_ecn_marked_roce_packets`, `local_ack_timeout_err`,
+//! `out_of_sequence`, `duplicate_request`, ...), plus the multipath ones perftest cannot
+//! show (trims, retransmissions by cause, EV states).
+//!
+//! The datapath never sees this module: a backend publishes a [`Snapshot`] of the engines'
+//! plain counter structs now and then (STYLE rule 13), and a scrape renders the last one in
+//! the Prometheus text format (`prometheus-client`) from a tiny blocking server thread
+//! ([`server`]).
+
+pub mod server;
+
+use std::sync::Mutex;
+
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::perf::counters::{Snapshot, ev_state_value};
+
+type Labels = Vec<(String, String)>;
+
+/// Holds the last published counters and renders them on request.
+#[derive(Debug, Default)]
+pub struct Exporter {
+    last: Mutex<Option<Snapshot>>,
+    /// Constant labels on every series (e.g. `test="write_bw"`).
+    labels: Labels,
+}
+
+fn counters(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Counter> {
+    let f = Family::<Labels, Counter>::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+fn gauges(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
+    let f = Family::<Labels, Gauge>::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+fn l(pairs: &[(&str, String)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+impl Exporter {
+    /// An exporter whose series all carry `labels`.
+    pub fn new(labels: &[(&str, &str)]) -> Self {
+        Self {
+            last: Mutex::new(None),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        }
+    }
+
+    /// Replace the counters a scrape shows.
+    pub fn publish(&self, snap: &Snapshot) {
+        let mut g = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *g = Some(snap.clone());
+    }
+
+    /// The Prometheus text exposition of the last snapshot.
+    pub fn render(&self) -> String {
+        let snap = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .unwrap_or_default();
+        let mut reg = Registry::with_labels(
+            self.labels
+                .iter()
+                .map(|(k, v)| (k.clone().into(), v.clone().into())),
+        );
+        fill(&mut reg, &snap);
+        let mut out = String::new();
+        if prometheus_text::encode(&mut out, &reg).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// Register every family and set it from the snapshot.
+fn fill(reg: &mut Registry, snap: &Snapshot) {
+    // Ports (= planes): the IB port counters, in bytes (mlx5 counts 4-byte words).
+    let xmit = counters(
+        reg,
+        "mrc_port_xmit_data_bytes",
+        "Data payload bytes sent on the plane, retransmissions included (port_xmit_data)",
+    );
+    let rcv = counters(
+        reg,
+        "mrc_port_rcv_data_bytes",
+        "Data payload bytes received and placed on the plane, duplicates excluded (port_rcv_data)",
+    );
+    let xmit_p = counters(
+        reg,
+        "mrc_port_xmit_packets",
+        "Data packets sent on the plane (port_xmit_packets)",
+    );
+    let rcv_p = counters(
+        reg,
+        "mrc_port_rcv_packets",
+        "Data packets received on the plane (port_rcv_packets)",
+    );
+    let link_down = counters(
+        reg,
+        "mrc_link_downed",
+        "Times the plane's port went down (link_downed)",
+    );
+    let p_retx = counters(
+        reg,
+        "mrc_plane_retransmitted_packets",
+        "Retransmissions sent on the plane",
+    );
+    let p_trim = counters(
+        reg,
+        "mrc_plane_trimmed_packets",
+        "NACK TRIMMED / TRIMMED_LASTHOP received for packets sent on the plane",
+    );
+    let p_nack = counters(
+        reg,
+        "mrc_plane_nacks",
+        "Other NACKs received for packets sent on the plane",
+    );
+    let p_ecn = counters(
+        reg,
+        "mrc_plane_ecn_marked_packets",
+        "SACKs echoing an ECN mark on the plane",
+    );
+    let p_to = counters(
+        reg,
+        "mrc_plane_timeouts",
+        "Packets sent on the plane declared lost by the per-packet timeout",
+    );
+    let p_ret = counters(
+        reg,
+        "mrc_plane_ev_retired",
+        "EVs of the plane moved to ASSUMED_BAD",
+    );
+    let p_res = counters(
+        reg,
+        "mrc_plane_ev_restored",
+        "EVs of the plane brought back by probes",
+    );
+    for h in &snap.hosts {
+        for p in &h.planes {
+            let lb = l(&[
+                ("host", format!("h{}", h.host)),
+                ("plane", p.plane.to_string()),
+            ]);
+            xmit.get_or_create(&lb).inc_by(p.tx_bytes);
+            rcv.get_or_create(&lb).inc_by(p.rx_bytes);
+            xmit_p.get_or_create(&lb).inc_by(p.tx_packets);
+            rcv_p.get_or_create(&lb).inc_by(p.rx_packets);
+            link_down.get_or_create(&lb).inc_by(p.port_down_events);
+            p_retx.get_or_create(&lb).inc_by(p.retransmits);
+            p_trim.get_or_create(&lb).inc_by(p.trims);
+            p_nack.get_or_create(&lb).inc_by(p.nacks);
+            p_ecn.get_or_create(&lb).inc_by(p.ecn);
+            p_to.get_or_create(&lb).inc_by(p.timeouts);
+            p_ret.get_or_create(&lb).inc_by(p.evs_retired);
+            p_res.get_or_create(&lb).inc_by(p.evs_restored);
+        }
+    }
+
+    // QPs: the mlx5 hw_counters, per QP.
+    let q_tx = counters(
+        reg,
+        "mrc_qp_xmit_data_bytes",
+        "Payload bytes sent by the QP, first transmissions only",
+    );
+    let q_rx = counters(
+        reg,
+        "mrc_qp_rcv_data_bytes",
+        "Payload bytes placed by the QP",
+    );
+    let q_msgs = counters(
+        reg,
+        "mrc_qp_messages_completed",
+        "Send work requests completed",
+    );
+    let q_retx = counters(
+        reg,
+        "mrc_qp_retransmitted_packets",
+        "Retransmissions by cause (roce_adp_retrans)",
+    );
+    let q_nack = counters(
+        reg,
+        "mrc_qp_nacks_received",
+        "NACKs received by reason (packet_seq_err and friends)",
+    );
+    let np_ecn = counters(
+        reg,
+        "mrc_np_ecn_marked_packets",
+        "Data packets that arrived ECN-marked (np_ecn_marked_roce_packets)",
+    );
+    let rp_ecn = counters(
+        reg,
+        "mrc_rp_ecn_echoes",
+        "SACKs telling the sender its packets were ECN-marked (rp_cnp_handled)",
+    );
+    let ack_to = counters(
+        reg,
+        "mrc_local_ack_timeout_err",
+        "Per-packet path-failure timeouts at the requester (local_ack_timeout_err)",
+    );
+    let retry_to = counters(
+        reg,
+        "mrc_qp_retry_timeouts",
+        "Expiries of the long QP retry timer",
+    );
+    let ooo = counters(
+        reg,
+        "mrc_out_of_sequence",
+        "Out-of-order packets dropped in go-back-N mode (out_of_sequence)",
+    );
+    let dup = counters(
+        reg,
+        "mrc_duplicate_request",
+        "Duplicate data packets seen by the responder (duplicate_request)",
+    );
+    let trimmed_rx = counters(
+        reg,
+        "mrc_qp_trimmed_received_packets",
+        "Trimmed headers received by the responder",
+    );
+    let ev_changes = counters(reg, "mrc_qp_ev_state_changes", "EV state changes of the QP");
+    for h in &snap.hosts {
+        for q in &h.qps {
+            let host = format!("h{}", h.host);
+            let qp = format!("{:#x}", q.qpn);
+            let lb = l(&[("host", host.clone()), ("qp", qp.clone())]);
+            let s = &q.stats;
+            q_tx.get_or_create(&lb).inc_by(s.data_bytes_sent);
+            q_rx.get_or_create(&lb).inc_by(s.data_bytes_placed);
+            q_msgs.get_or_create(&lb).inc_by(s.messages_completed);
+            np_ecn.get_or_create(&lb).inc_by(s.ecn_marked_received);
+            rp_ecn.get_or_create(&lb).inc_by(s.ecn_echoes);
+            ack_to.get_or_create(&lb).inc_by(s.timeouts);
+            retry_to.get_or_create(&lb).inc_by(s.retry_timeouts);
+            ooo.get_or_create(&lb).inc_by(s.out_of_sequence);
+            dup.get_or_create(&lb).inc_by(s.duplicates);
+            trimmed_rx.get_or_create(&lb).inc_by(s.trimmed_received);
+            ev_changes.get_or_create(&lb).inc_by(s.ev_state_changes);
+            let r = &s.retransmits;
+            for (cause, v) in [
+                ("trim", r.trim),
+                ("nack", r.nack),
+                ("inferred", r.inferred),
+                ("timeout", r.timeout),
+                ("retry", r.retry),
+                ("port_down", r.port_down),
+                ("rewind", r.rewind),
+            ] {
+                let lc = l(&[
+                    ("host", host.clone()),
+                    ("qp", qp.clone()),
+                    ("cause", cause.to_owned()),
+                ]);
+                q_retx.get_or_create(&lc).inc_by(v);
+            }
+            let n = &s.nacks_received;
+            for (reason, v) in [
+                ("trimmed", n.trimmed),
+                ("trimmed_last_hop", n.trimmed_last_hop),
+                ("out_of_window", n.out_of_window),
+                ("resource", n.resource),
+                ("unexpected", n.unexpected),
+                ("other", n.other),
+            ] {
+                let lr = l(&[
+                    ("host", host.clone()),
+                    ("qp", qp.clone()),
+                    ("reason", reason.to_owned()),
+                ]);
+                q_nack.get_or_create(&lr).inc_by(v);
+            }
+        }
+    }
+
+    // EVs: state and traffic per path.
+    let state = gauges(
+        reg,
+        "mrc_ev_state",
+        "EV state: 0 GOOD, 1 SKIP, 2 ASSUMED_BAD, 3 DENIED",
+    );
+    let ev_bytes = counters(
+        reg,
+        "mrc_ev_xmit_data_bytes",
+        "Payload bytes sent on the EV, retransmissions included",
+    );
+    let ev_retx = counters(
+        reg,
+        "mrc_ev_retransmitted_packets",
+        "Retransmissions sent on the EV",
+    );
+    let ev_trim = counters(reg, "mrc_ev_trimmed_packets", "Trim NACKs naming the EV");
+    let ev_chg = counters(reg, "mrc_ev_state_changes", "State changes of the EV");
+    for e in snap.hosts.iter().flat_map(|h| &h.evs) {
+        let lb = l(&[
+            ("host", format!("h{}", e.host)),
+            ("qp", format!("{:#x}", e.qpn)),
+            ("ev", e.ev.to_string()),
+            ("plane", e.plane.to_string()),
+        ]);
+        state.get_or_create(&lb).set(ev_state_value(e.state));
+        ev_bytes.get_or_create(&lb).inc_by(e.bytes);
+        ev_retx.get_or_create(&lb).inc_by(e.retransmits);
+        ev_trim.get_or_create(&lb).inc_by(e.trims);
+        ev_chg.get_or_create(&lb).inc_by(e.state_changes);
+    }
+
+    // Engine drops by reason.
+    let drops = counters(
+        reg,
+        "mrc_endpoint_dropped_frames",
+        "Received frames the engine dropped, by reason (rx_discards)",
+    );
+    for h in &snap.hosts {
+        for (reason, v) in h.endpoint.drops.iter() {
+            let lb = l(&[
+                ("host", format!("h{}", h.host)),
+                ("reason", reason.name().to_owned()),
+            ]);
+            drops.get_or_create(&lb).inc_by(v);
+        }
+    }
+    let at = gauges(
+        reg,
+        "mrc_run_time_ns",
+        "Time since the run started, ns (virtual in the simulator)",
+    );
+    at.get_or_create(&Vec::new()).set(snap.at_ns as i64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::counters::HostCounters;
+    use mrc_transport::stats::{EndpointStats, PlaneStats};
+
+    #[test]
+    fn renders_port_counters_with_labels() {
+        let e = Exporter::new(&[("test", "write_bw")]);
+        assert!(
+            e.render().contains("mrc_run_time_ns"),
+            "an empty snapshot still renders"
+        );
+        let planes = [PlaneStats {
+            bytes_sent: 4096,
+            ..PlaneStats::default()
+        }];
+        e.publish(&Snapshot {
+            at_ns: 7,
+            hosts: vec![HostCounters::new(2, &planes, &[], EndpointStats::default())],
+        });
+        let text = e.render();
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("mrc_port_xmit_data_bytes_total{")
+                    && l.contains("host=\"h2\"")
+                    && l.contains("plane=\"0\"")
+                    && l.contains("test=\"write_bw\"")
+                    && l.ends_with(" 4096")),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE mrc_port_rcv_data_bytes_total counter"));
+    }
+}

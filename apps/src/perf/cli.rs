@@ -1,0 +1,439 @@
+//! The command line: perftest's options with perftest's spelling and meaning where they apply
+//! (short flags exactly: `-s -a -n -D -q -b -t -r -Q -p`; its long flags with underscores),
+//! plus the MRC ones (`--planes`, `--evs`, `--plan`, `--cc`, faults, metrics, backends).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use mrc_transport::Duration;
+
+use super::faults;
+use super::settings::{
+    BackendKind, BwUnits, CcChoice, Pattern, Rate, Settings, TestKind, parse_duration,
+};
+
+/// mrc-perf: perftest-style bandwidth and latency tests over MRC, with what perftest cannot
+/// show: what every plane and path did.
+#[derive(Debug, Parser)]
+#[command(name = "mrc-perf", version, about, long_about = None)]
+#[command(after_help = "Examples:\n  \
+    mrc-perf                                  write_bw on the simulated 4-plane fabric\n  \
+    mrc-perf write_bw --fail-link             ... with a T0-T1 link failing mid-run\n  \
+    mrc-perf write_lat -s 64 -n 2000          latency, half round trip\n  \
+    mrc-perf write_bw -q 4 -b --report_gbits  4 QPs both ways, Gb/s\n  \
+    mrc-perf write_bw --backend dpdk --eal \"...\"            server\n  \
+    mrc-perf write_bw SERVER --backend dpdk --eal \"...\"     client")]
+pub struct Args {
+    /// write_bw | write_imm_bw | write_lat (also with perftest's ib_ prefix).
+    #[arg(default_value = "write_bw")]
+    pub test: String,
+    /// The server to connect to (client side of a two-host run).
+    pub server: Option<String>,
+
+    /// Message size in bytes (default 65536 for BW, 2 for latency).
+    #[arg(short = 's', long = "size")]
+    pub size: Option<u64>,
+    /// Sweep sizes 2 .. 2^23.
+    #[arg(short = 'a', long = "all", conflicts_with = "size")]
+    pub all: bool,
+    /// Iterations per QP (default 5000 for BW, 1000 for latency).
+    #[arg(short = 'n', long = "iters")]
+    pub iters: Option<u64>,
+    /// Run for this long instead of a number of iterations (seconds, or 2ms, 500us...).
+    #[arg(short = 'D', long = "duration")]
+    pub duration: Option<String>,
+    /// Print a result line every duration, forever (needs -D).
+    #[arg(long = "run_infinitely", requires = "duration")]
+    pub run_infinitely: bool,
+    /// Number of QPs.
+    #[arg(short = 'q', long = "qp", default_value_t = 1)]
+    pub qps: u32,
+    /// Traffic both ways (BW tests); the result is the sum.
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
+    /// Report Gb/s instead of MiB/s.
+    #[arg(long = "report_gbits")]
+    pub report_gbits: bool,
+    /// Outstanding sends per QP (default 128 for BW, 1 for latency).
+    #[arg(short = 't', long = "tx-depth")]
+    pub tx_depth: Option<u32>,
+    /// Receives kept posted per QP.
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 512)]
+    pub rx_depth: u32,
+    /// One signalled completion every this many sends.
+    #[arg(short = 'Q', long = "cq-mod", default_value_t = 100)]
+    pub cq_mod: u32,
+    /// Rate limit per QP, in --rate_units.
+    #[arg(long = "rate_limit")]
+    pub rate_limit: Option<f64>,
+    /// M (Mb/s), g (Gb/s) or p (messages/s).
+    #[arg(long = "rate_units", default_value = "g")]
+    pub rate_units: String,
+    /// Messages released together (with --rate_limit or --burst_gap).
+    #[arg(long = "burst_size")]
+    pub burst_size: Option<u32>,
+    /// Synchronized bursts: a burst of --burst_size messages starts every this long on every
+    /// QP and host together.
+    #[arg(
+        long = "burst-gap",
+        visible_alias = "burst_gap",
+        requires = "burst_size"
+    )]
+    pub burst_gap: Option<String>,
+    /// On/off load: saturate for ON, pause for OFF (e.g. 100us,400us), repeated.
+    #[arg(long = "on-off", visible_alias = "on_off", conflicts_with_all = ["rate_limit", "burst_gap"])]
+    pub on_off: Option<String>,
+    /// TCP port of the out-of-band QP exchange.
+    #[arg(short = 'p', long = "port", default_value_t = 18515)]
+    pub port: u16,
+    /// Print the results as JSON too.
+    #[arg(long = "out_json")]
+    pub out_json: bool,
+    /// Write the JSON results to this file.
+    #[arg(long = "out_json_file")]
+    pub out_json_file: Option<PathBuf>,
+
+    /// Planes of the built-in simulated fabric (default 4).
+    #[arg(long)]
+    pub planes: Option<u8>,
+    /// EVs per plane of every QP.
+    #[arg(long)]
+    pub evs: Option<u16>,
+    /// Fabric plan: a TOML file or a built-in name (small).
+    #[arg(long)]
+    pub plan: Option<String>,
+    /// Congestion control: nscc (MRC), fixed (one BDP window), roce (one path, go-back-N,
+    /// DCQCN, no trimming).
+    #[arg(long, default_value = "nscc")]
+    pub cc: String,
+    /// sim (built-in simulated fabric), mem (two NIC threads), dpdk.
+    #[arg(long, default_value = "sim")]
+    pub backend: String,
+    /// DPDK EAL arguments (--backend dpdk).
+    #[arg(long)]
+    pub eal: Option<String>,
+    /// Fail a link: bare = the client's plane-0 uplink, mid-run; or =A:B@TIME[,up@TIME].
+    #[arg(long = "fail-link", num_args = 0..=1, require_equals = true, default_missing_value = "auto")]
+    pub fail_link: Vec<String>,
+    /// Flap a link: =[A:B][@START][,period=T][,down=T][,count=N].
+    #[arg(long = "flap-link", num_args = 0..=1, require_equals = true, default_missing_value = "auto")]
+    pub flap_link: Vec<String>,
+    /// Random loss: P[@TIME] on every link, or A:B=P[@TIME] on one.
+    #[arg(long)]
+    pub loss: Vec<String>,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464) during the run.
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
+    /// Fill the source buffers with patterns and verify the destinations at the end.
+    #[arg(long)]
+    pub check: bool,
+    /// Live per-plane bandwidth on stderr every this long (default: a tenth of the run).
+    #[arg(long = "live-every")]
+    pub live_every: Option<String>,
+    /// No live per-plane bandwidth.
+    #[arg(long = "no-live")]
+    pub no_live: bool,
+    /// Show every EV in the per-EV table, not only those that carried data.
+    #[arg(long = "all-evs")]
+    pub all_evs: bool,
+    /// Seed of the simulated fabric and engines.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Sizes of `-a`: 2 .. 2^23.
+pub fn sweep_sizes() -> Vec<u64> {
+    (1..=23).map(|i| 1u64 << i).collect()
+}
+
+fn test_kind(s: &str) -> anyhow::Result<TestKind> {
+    Ok(match s.strip_prefix("ib_").unwrap_or(s) {
+        "write_bw" => TestKind::WriteBw,
+        "write_imm_bw" => TestKind::WriteImmBw,
+        "write_lat" => TestKind::WriteLat,
+        other => anyhow::bail!(
+            "unknown test {other:?}: write_bw, write_imm_bw or write_lat (MRC carries RDMA \
+             Write and Write-with-Immediate only)"
+        ),
+    })
+}
+
+impl Args {
+    /// Check the options and resolve the defaults.
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let test = test_kind(&self.test)?;
+        let backend = match self.backend.as_str() {
+            "sim" => BackendKind::Sim,
+            "mem" => BackendKind::Mem,
+            "dpdk" => BackendKind::Dpdk,
+            b => anyhow::bail!("unknown backend {b:?}: sim, mem or dpdk"),
+        };
+        let cc = match self.cc.as_str() {
+            "nscc" => CcChoice::Nscc,
+            "fixed" => CcChoice::Fixed,
+            "roce" => CcChoice::Roce,
+            c => anyhow::bail!("unknown --cc {c:?}: nscc, fixed or roce"),
+        };
+        if self.server.is_some() && backend != BackendKind::Dpdk {
+            anyhow::bail!(
+                "a SERVER address is for two hosts (--backend dpdk); the {} backend runs both ends here",
+                backend.name()
+            );
+        }
+        if self.eal.is_some() && backend != BackendKind::Dpdk {
+            anyhow::bail!("--eal is for --backend dpdk");
+        }
+        if self.bidirectional && !test.is_bw() {
+            anyhow::bail!(
+                "-b (bidirectional) is for bandwidth tests; a latency test is a ping-pong already"
+            );
+        }
+        let sizes = if self.all {
+            sweep_sizes()
+        } else {
+            vec![self.size.unwrap_or(test.default_size())]
+        };
+        if sizes.iter().any(|&s| s == 0 || s > 1 << 30) {
+            anyhow::bail!("-s: the message size must be 1 .. 2^30 bytes");
+        }
+        let iters = self.iters.unwrap_or(test.default_iters());
+        if iters == 0 {
+            anyhow::bail!("-n: at least one iteration");
+        }
+        let duration = self
+            .duration
+            .as_deref()
+            .map(|d| parse_duration(d, 1e9))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("-D {e}"))?;
+        if duration.is_some_and(|d| d.0 == 0) {
+            anyhow::bail!("-D: the duration must be positive");
+        }
+        if !(1..=1024).contains(&self.qps) {
+            anyhow::bail!("-q: 1 to 1024 QPs");
+        }
+        let tx_depth = self.tx_depth.unwrap_or(test.default_tx_depth());
+        if !(1..=8192).contains(&tx_depth) || !(1..=8192).contains(&self.rx_depth) {
+            anyhow::bail!("-t and -r: 1 to 8192");
+        }
+        let rx_depth = self.rx_depth;
+        if test == TestKind::WriteImmBw && rx_depth < tx_depth {
+            anyhow::bail!(
+                "-r {rx_depth} < -t {tx_depth}: every Write-with-Immediate needs a posted receive"
+            );
+        }
+        // perftest: the CQ moderation cannot exceed the TX depth.
+        let cq_mod = if test.is_bw() {
+            self.cq_mod.clamp(1, tx_depth)
+        } else {
+            1
+        };
+        let pattern = self.pattern()?;
+        let mut faults_given = Vec::new();
+        for f in &self.fail_link {
+            faults_given.push(faults::parse_fail_link(f).map_err(anyhow::Error::msg)?);
+        }
+        for f in &self.flap_link {
+            faults_given.push(faults::parse_flap_link(f).map_err(anyhow::Error::msg)?);
+        }
+        for f in &self.loss {
+            faults_given.push(faults::parse_loss(f).map_err(anyhow::Error::msg)?);
+        }
+        if !faults_given.is_empty() && backend != BackendKind::Sim {
+            anyhow::bail!(
+                "--fail-link, --flap-link and --loss act on the simulated fabric (--backend sim)"
+            );
+        }
+        if self.planes.is_some() && backend != BackendKind::Sim {
+            anyhow::bail!("--planes builds the simulated fabric; on real ports a plane is a port");
+        }
+        let live_every = if self.no_live {
+            None
+        } else {
+            Some(
+                self.live_every
+                    .as_deref()
+                    .map(|d| parse_duration(d, 1e3))
+                    .transpose()
+                    .map_err(|e| anyhow::anyhow!("--live-every {e}"))?
+                    .unwrap_or(Duration::ZERO),
+            )
+        };
+        Ok(Settings {
+            test,
+            backend,
+            server: self.server.clone(),
+            sizes,
+            iters,
+            duration,
+            run_infinitely: self.run_infinitely,
+            qps: self.qps,
+            bidirectional: self.bidirectional,
+            units: if self.report_gbits {
+                BwUnits::Gbps
+            } else {
+                BwUnits::MiBps
+            },
+            tx_depth,
+            rx_depth,
+            cq_mod,
+            pattern,
+            port: self.port,
+            out_json: self.out_json,
+            out_json_file: self.out_json_file.clone(),
+            planes: self.planes,
+            evs: self.evs,
+            plan: self.plan.clone(),
+            cc,
+            faults: faults_given,
+            metrics: self.metrics,
+            check: self.check,
+            live_every,
+            eal: self.eal.clone(),
+            seed: self.seed,
+            all_evs: self.all_evs,
+        })
+    }
+
+    fn pattern(&self) -> anyhow::Result<Pattern> {
+        let burst = self.burst_size.unwrap_or(1);
+        if burst == 0 {
+            anyhow::bail!("--burst_size must be at least 1");
+        }
+        if let Some(r) = self.rate_limit {
+            if !(r.is_finite() && r > 0.0) {
+                anyhow::bail!("--rate_limit must be positive");
+            }
+            let rate = match self.rate_units.as_str() {
+                "M" => Rate::BitsPerSec(r * 1e6),
+                "g" => Rate::BitsPerSec(r * 1e9),
+                "p" => Rate::MsgsPerSec(r),
+                u => anyhow::bail!("--rate_units {u:?}: M (Mb/s), g (Gb/s) or p (messages/s)"),
+            };
+            if self.burst_gap.is_some() {
+                anyhow::bail!("--burst-gap paces bursts itself; drop --rate_limit or --burst-gap");
+            }
+            return Ok(Pattern::Rate { rate, burst });
+        }
+        if let Some(g) = &self.burst_gap {
+            let gap = parse_duration(g, 1e3).map_err(|e| anyhow::anyhow!("--burst-gap {e}"))?;
+            if gap.0 == 0 {
+                anyhow::bail!("--burst-gap must be positive");
+            }
+            return Ok(Pattern::Bursts { burst, gap });
+        }
+        if let Some(o) = &self.on_off {
+            let (on, off) = o
+                .split_once(',')
+                .ok_or_else(|| anyhow::anyhow!("--on-off ON,OFF (e.g. 100us,400us)"))?;
+            let on = parse_duration(on, 1e3).map_err(|e| anyhow::anyhow!("--on-off {e}"))?;
+            let off = parse_duration(off, 1e3).map_err(|e| anyhow::anyhow!("--on-off {e}"))?;
+            if on.0 == 0 {
+                anyhow::bail!("--on-off: the on phase must be positive");
+            }
+            return Ok(Pattern::OnOff { on, off });
+        }
+        Ok(Pattern::Saturate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> anyhow::Result<Settings> {
+        let mut v = vec!["mrc-perf"];
+        v.extend_from_slice(args);
+        Args::try_parse_from(v)?.settings()
+    }
+
+    #[test]
+    fn perftest_defaults() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.test, TestKind::WriteBw);
+        assert_eq!(
+            (s.sizes.clone(), s.iters, s.tx_depth, s.cq_mod),
+            (vec![65536], 5000, 128, 100)
+        );
+        let l = parse(&["ib_write_lat"]).unwrap();
+        assert_eq!((l.sizes[0], l.iters, l.tx_depth), (2, 1000, 1));
+        let a = parse(&["write_bw", "-a", "-n", "10"]).unwrap();
+        assert_eq!(a.sizes.len(), 23);
+        assert_eq!(*a.sizes.last().unwrap(), 1 << 23);
+    }
+
+    #[test]
+    fn short_flags_mean_what_perftest_means() {
+        let s = parse(&[
+            "write_imm_bw",
+            "-s",
+            "4096",
+            "-n",
+            "7",
+            "-q",
+            "3",
+            "-b",
+            "-t",
+            "16",
+            "-r",
+            "64",
+            "-Q",
+            "4",
+            "-p",
+            "9999",
+            "--report_gbits",
+            "-D",
+            "2ms",
+        ])
+        .unwrap();
+        assert_eq!(s.sizes, [4096]);
+        assert_eq!(
+            (s.iters, s.qps, s.tx_depth, s.rx_depth, s.cq_mod, s.port),
+            (7, 3, 16, 64, 4, 9999)
+        );
+        assert!(s.bidirectional);
+        assert_eq!(s.units, BwUnits::Gbps);
+        assert_eq!(s.duration, Some(Duration::from_millis(2)));
+        // The CQ moderation is capped at the TX depth.
+        assert_eq!(parse(&["-t", "8"]).unwrap().cq_mod, 8);
+    }
+
+    #[test]
+    fn traffic_patterns() {
+        let r = parse(&["--rate_limit", "10", "--burst_size", "4"]).unwrap();
+        assert_eq!(
+            r.pattern,
+            Pattern::Rate {
+                rate: Rate::BitsPerSec(10e9),
+                burst: 4
+            }
+        );
+        let b = parse(&["--burst_size", "8", "--burst-gap", "50us"]).unwrap();
+        assert_eq!(
+            b.pattern,
+            Pattern::Bursts {
+                burst: 8,
+                gap: Duration::from_micros(50)
+            }
+        );
+        assert!(parse(&["--on-off", "10us"]).is_err());
+        assert!(parse(&["--rate_limit", "1", "--rate_units", "x"]).is_err());
+    }
+
+    #[test]
+    fn actionable_refusals() {
+        let e = |a: &[&str]| parse(a).unwrap_err().to_string();
+        assert!(e(&["write_lat", "-b"]).contains("bandwidth tests"));
+        assert!(e(&["read_bw"]).contains("unknown test"));
+        assert!(e(&["write_bw", "host1"]).contains("--backend dpdk"));
+        assert!(e(&["--backend", "mem", "--fail-link"]).contains("simulated fabric"));
+        assert!(e(&["write_imm_bw", "-t", "64", "-r", "8"]).contains("posted receive"));
+        assert!(
+            parse(&["--run_infinitely"]).is_err(),
+            "needs -D as in perftest"
+        );
+        let f = parse(&["--fail-link", "--fail-link=t0-0-0:t1-0-1@1ms"]).unwrap();
+        assert_eq!(f.faults.len(), 2);
+    }
+}

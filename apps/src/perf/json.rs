@@ -1,0 +1,138 @@
+//! The `--out_json` document: perftest's `test_info` and `results` objects with its key
+//! names (`MsgSize`, `n_iterations`, `BW_peak`, `BW_average`, `MsgRate`; `t_min` ...
+//! `percentile_99.9` for latency), then our own sections: every size of a sweep, per-plane,
+//! per-QP and per-EV counters, the data check.
+
+use serde_json::{Value, json};
+
+use super::backend::{CheckResult, FabricInfo};
+use super::counters::Snapshot;
+use super::measure::{BwResult, LatResult};
+use super::settings::Settings;
+
+/// A result row of either kind.
+#[derive(Debug, Clone, Copy)]
+pub enum Row {
+    Bw(BwResult),
+    Lat(LatResult),
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b { "ON" } else { "OFF" }
+}
+
+fn row_json(r: &Row) -> Value {
+    match r {
+        Row::Bw(b) => json!({
+            "MsgSize": b.size,
+            "n_iterations": b.iterations,
+            "BW_peak": b.peak,
+            "BW_average": b.average,
+            "MsgRate": b.msg_rate_mpps,
+            "bytes": b.bytes,
+            "messages": b.messages,
+            "elapsed_ns": b.elapsed_ns,
+        }),
+        Row::Lat(l) => json!({
+            "MsgSize": l.size,
+            "n_iterations": l.iterations,
+            "t_min": l.t_min,
+            "t_max": l.t_max,
+            "t_typical": l.t_typical,
+            "t_avg": l.t_avg,
+            "t_stdev": l.t_stdev,
+            "percentile_99": l.p99,
+            "percentile_99.9": l.p99_9,
+            "tps_average": l.tps,
+        }),
+    }
+}
+
+/// The whole document.
+pub fn document(
+    s: &Settings,
+    f: &FabricInfo,
+    rows: &[Row],
+    snap: &Snapshot,
+    check: Option<CheckResult>,
+    error: Option<&str>,
+) -> Value {
+    let planes = snap.planes();
+    let changes = snap.ev_changes_per_plane(planes.len());
+    let planes: Vec<Value> = planes
+        .iter()
+        .map(|p| {
+            let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
+            v["ev_changes"] = json!(changes[usize::from(p.plane)]);
+            v
+        })
+        .collect();
+    let qps: Vec<Value> = snap
+        .hosts
+        .iter()
+        .flat_map(|h| &h.qps)
+        .map(|q| {
+            let st = &q.stats;
+            let r = &st.retransmits;
+            json!({
+                "host": q.host,
+                "qpn": q.qpn,
+                "data_bytes_sent": st.data_bytes_sent,
+                "data_packets_sent": st.data_packets_sent,
+                "data_bytes_placed": st.data_bytes_placed,
+                "messages_completed": st.messages_completed,
+                "retransmits": {
+                    "trim": r.trim, "nack": r.nack, "inferred": r.inferred,
+                    "timeout": r.timeout, "retry": r.retry, "port_down": r.port_down,
+                    "rewind": r.rewind, "total": r.total(),
+                },
+                "nacks_received": st.nacks_received.total(),
+                "ecn_echoes": st.ecn_echoes,
+                "ecn_marked_received": st.ecn_marked_received,
+                "timeouts": st.timeouts,
+                "duplicates": st.duplicates,
+                "out_of_sequence": st.out_of_sequence,
+                "trimmed_received": st.trimmed_received,
+                "ev_state_changes": st.ev_state_changes,
+            })
+        })
+        .collect();
+    let evs: Vec<&super::counters::EvRow> = snap.hosts.iter().flat_map(|h| &h.evs).collect();
+    json!({
+        "test_info": {
+            "test": s.test.name(),
+            "Dual_port": "OFF",
+            "Device": format!("mrc-{} ({})", s.backend.name(), f.fabric),
+            "Number_of_qps": s.qps,
+            "Transport_type": "MRC",
+            "Connection_type": "RC",
+            "Using_SRQ": "OFF",
+            "Bidirectional": on_off(s.bidirectional),
+            "TX_depth": s.tx_depth,
+            "RX_depth": s.rx_depth,
+            "CQ_Moderation": s.cq_mod,
+            "Mtu": f.payload_mtu,
+            "Link_type": "Ethernet",
+            "Data_ex_method": f.exchange,
+            "bw_units": s.units.label(),
+            "Planes": f.planes,
+            "Link_Gbps": f.link_gbps,
+            "Paths_per_plane": f.paths_per_plane,
+            "EVs_per_plane": f.evs_per_plane,
+            "Active_EVs_per_plane": f.active_evs_per_plane,
+            "CC": s.cc.name(),
+            "Traffic": s.pattern.to_string(),
+            "Backend": s.backend.name(),
+            "Clock": f.clock,
+            "Hosts": [f.client, f.server],
+            "Faults": f.faults,
+        },
+        "results": rows.last().map_or(Value::Null, row_json),
+        "all_results": rows.iter().map(row_json).collect::<Vec<_>>(),
+        "planes": planes,
+        "qps": qps,
+        "evs": evs,
+        "check": check,
+        "error": error,
+    })
+}

@@ -1,0 +1,170 @@
+//! `mrc-perf`: perftest's bandwidth and latency tests over MRC (docs/mrc-perf.md).
+//!
+//! ```text
+//!  cli ──► Settings ──► backend (sim | mem | dpdk) ──► PerfApp on each host (app.rs)
+//!                          │  per size: records + counters Snapshot
+//!                          ▼
+//!          measure (BW / latency rows) ──► report (tables) · json · metrics exporter
+//! ```
+//!
+//! The tests are written once, as [`app::PerfApp`], an `Application` state machine over the
+//! engine's verbs; a backend only builds the hosts, connects the QPs, drives the applications
+//! and hands back their records and the engines' counters.
+
+pub mod app;
+pub mod backend;
+pub mod cli;
+pub mod counters;
+pub mod faults;
+pub mod json;
+pub mod live;
+pub mod measure;
+pub mod pace;
+pub mod report;
+pub mod settings;
+pub mod sim_backend;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use crate::metrics::Exporter;
+use crate::metrics::server::MetricsServer;
+use backend::{CheckResult, FabricInfo, Hooks, SizeOutcome};
+use counters::Snapshot;
+use json::Row;
+use settings::{BackendKind, Settings};
+use sim_backend::SimBackend;
+
+/// How a run ended.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub rows: Vec<Row>,
+    pub counters: Snapshot,
+    pub check: Option<CheckResult>,
+    pub error: Option<String>,
+}
+
+impl RunOutcome {
+    /// Every message completed and, with `--check`, every byte is right.
+    pub fn ok(&self) -> bool {
+        self.error.is_none() && self.check.is_none_or(|c| c.bytes_wrong == 0)
+    }
+}
+
+/// The result row of one size.
+pub fn row_of(s: &Settings, o: &SizeOutcome) -> Row {
+    let senders: Vec<Vec<&app::QpRecord>> = o
+        .records
+        .iter()
+        .zip(&o.sending)
+        .map(|(recs, send)| {
+            recs.iter()
+                .zip(send)
+                .filter(|(_, s)| **s)
+                .map(|(r, _)| r)
+                .collect()
+        })
+        .collect();
+    if s.test.is_bw() {
+        let counted = (s.duration.is_none() && !s.run_infinitely).then_some(s.iters);
+        Row::Bw(measure::bandwidth(
+            o.size, &senders, s.cq_mod, s.units, counted,
+        ))
+    } else {
+        let pingers: Vec<&app::QpRecord> = senders.into_iter().flatten().collect();
+        Row::Lat(measure::latency(o.size, &pingers))
+    }
+}
+
+fn backend_missing(kind: BackendKind) -> anyhow::Error {
+    anyhow::anyhow!(
+        "--backend {}: this build of mrc-perf has no software NIC runtime (mrc-nic) yet; use \
+         --backend sim (the default) for now",
+        kind.name()
+    )
+}
+
+/// Run every size, print the tables (and JSON), return what happened.
+pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
+    let mut backend = match s.backend {
+        BackendKind::Sim => SimBackend::new(s)?,
+        other => return Err(backend_missing(other)),
+    };
+    let info: FabricInfo = backend.info().clone();
+    let exporter = s
+        .metrics
+        .map(|_| Arc::new(Exporter::new(&[("test", s.test.name())])));
+    let _server = match (s.metrics, &exporter) {
+        (Some(addr), Some(e)) => {
+            let srv = MetricsServer::start(addr, e.clone())
+                .with_context(|| format!("--metrics {addr}: cannot listen"))?;
+            eprintln!("metrics: http://{}/metrics", srv.addr());
+            Some(srv)
+        }
+        _ => None,
+    };
+    print!("{}", report::header(s, &info));
+    println!("{}", report::table_header(s));
+    let hooks = Hooks {
+        live: s.live_every.is_some() && !s.run_infinitely,
+        metrics: exporter.clone(),
+    };
+    let mut out = RunOutcome {
+        rows: Vec::new(),
+        counters: Snapshot::default(),
+        check: None,
+        error: None,
+    };
+    for &size in &s.sizes {
+        let o = backend.run_size(size, &hooks)?;
+        let row = row_of(s, &o);
+        match &row {
+            Row::Bw(b) => println!("{}", report::bw_row(b)),
+            Row::Lat(l) => println!("{}", report::lat_row(l, s.duration.is_some())),
+        }
+        out.rows.push(row);
+        out.counters.add(&o.counters);
+        if let Some(e) = &exporter {
+            e.publish(&out.counters);
+        }
+        if let Some(c) = o.check {
+            let t = out.check.get_or_insert_default();
+            t.bytes_checked += c.bytes_checked;
+            t.bytes_wrong += c.bytes_wrong;
+        }
+        if let Some(e) = o.error {
+            out.error = Some(format!("{size} bytes: {e}"));
+            break;
+        }
+    }
+    print!("{}", report::plane_table(&out.counters));
+    print!("{}", report::ev_table(&out.counters, s.all_evs));
+    print!(
+        "{}",
+        report::fault_summary(s, &info, &out.counters, out.error.is_none())
+    );
+    if let Some(c) = &out.check {
+        println!("{}", report::check_line(c));
+    }
+    println!("{}", report::RULE);
+    if s.out_json || s.out_json_file.is_some() {
+        let doc = json::document(
+            s,
+            &info,
+            &out.rows,
+            &out.counters,
+            out.check,
+            out.error.as_deref(),
+        );
+        let text = serde_json::to_string_pretty(&doc)?;
+        if let Some(path) = &s.out_json_file {
+            std::fs::write(path, text.clone() + "\n")
+                .with_context(|| format!("--out_json_file {}", path.display()))?;
+        }
+        if s.out_json {
+            println!("{text}");
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,314 @@
+//! What a run is asked to do, checked: the command line ([`super::cli`]) turns into a
+//! [`Settings`], and every backend, application and report reads only this.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use mrc_transport::Duration;
+
+use super::faults::FaultSpec;
+
+/// The perf test (perftest's binary names without the `ib_` prefix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestKind {
+    /// `ib_write_bw`: RDMA Writes, bandwidth.
+    WriteBw,
+    /// `ib_write_bw --write_with_imm`: Write-with-Immediate, bandwidth; the peer consumes a
+    /// receive per message.
+    WriteImmBw,
+    /// `ib_write_lat`: ping-pong, half the round trip.
+    WriteLat,
+}
+
+impl TestKind {
+    /// The name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::WriteBw => "write_bw",
+            Self::WriteImmBw => "write_imm_bw",
+            Self::WriteLat => "write_lat",
+        }
+    }
+
+    /// perftest's banner line.
+    pub const fn banner(self) -> &'static str {
+        match self {
+            Self::WriteBw => "RDMA_Write BW Test",
+            Self::WriteImmBw => "RDMA_Write_with_Imm BW Test",
+            Self::WriteLat => "RDMA_Write Latency Test",
+        }
+    }
+
+    /// A bandwidth test.
+    pub const fn is_bw(self) -> bool {
+        !matches!(self, Self::WriteLat)
+    }
+
+    /// perftest's default message size.
+    pub const fn default_size(self) -> u64 {
+        if self.is_bw() { 65536 } else { 2 }
+    }
+
+    /// perftest's default iteration count.
+    pub const fn default_iters(self) -> u64 {
+        if self.is_bw() { 5000 } else { 1000 }
+    }
+
+    /// perftest's default TX depth.
+    pub const fn default_tx_depth(self) -> u32 {
+        if self.is_bw() { 128 } else { 1 }
+    }
+}
+
+/// Where the NICs are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// The built-in simulated multi-plane fabric (virtual time).
+    Sim,
+    /// Two software NIC threads over in-memory links in this process.
+    Mem,
+    /// DPDK ports; server/client over a TCP exchange.
+    Dpdk,
+}
+
+impl BackendKind {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Sim => "sim",
+            Self::Mem => "mem",
+            Self::Dpdk => "dpdk",
+        }
+    }
+}
+
+/// Congestion control and transport mode of the QPs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CcChoice {
+    /// MRC with NSCC (brief §3.4).
+    Nscc,
+    /// MRC with a constant window of one BDP.
+    Fixed,
+    /// The RoCE-like baseline: one path, go-back-N, DCQCN; switches tail-drop.
+    Roce,
+}
+
+impl CcChoice {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Nscc => "nscc",
+            Self::Fixed => "fixed",
+            Self::Roce => "roce",
+        }
+    }
+}
+
+/// Bandwidth units of the tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BwUnits {
+    /// MiB/s (2^20 bytes), perftest's default.
+    MiBps,
+    /// Gb/s (10^9 bits), `--report_gbits`.
+    Gbps,
+}
+
+impl BwUnits {
+    /// The column unit perftest prints.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::MiBps => "MiB/sec",
+            Self::Gbps => "Gb/sec",
+        }
+    }
+
+    /// `bytes` over `ns` nanoseconds in these units.
+    pub fn of(self, bytes: f64, ns: f64) -> f64 {
+        if ns <= 0.0 {
+            return 0.0;
+        }
+        let per_sec = bytes * 1e9 / ns;
+        match self {
+            Self::MiBps => per_sec / f64::from(1u32 << 20),
+            Self::Gbps => per_sec * 8.0 / 1e9,
+        }
+    }
+}
+
+/// A rate limit (`--rate_limit` with `--rate_units`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    /// Bits per second of message payload (units `M` and `g`).
+    BitsPerSec(f64),
+    /// Messages per second (unit `p`).
+    MsgsPerSec(f64),
+}
+
+/// How each QP paces its messages. Every pattern starts at the run's start on every QP and
+/// host together (in the simulator exactly; on real ports at the start time agreed in the
+/// exchange).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Pattern {
+    /// As fast as the TX depth allows (perftest's default).
+    #[default]
+    Saturate,
+    /// A steady rate, released `burst` messages at a time (`--rate_limit`, `--burst_size`).
+    Rate { rate: Rate, burst: u32 },
+    /// `burst` messages back to back, then a gap, repeated (`--burst_size` with `--burst_gap`).
+    Bursts { burst: u32, gap: Duration },
+    /// Saturate for `on`, stay silent for `off`, repeated (`--on_off`).
+    OnOff { on: Duration, off: Duration },
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Saturate => f.write_str("saturate"),
+            Self::Rate {
+                rate: Rate::BitsPerSec(b),
+                burst,
+            } => write!(f, "rate {:.3} Gb/s, burst {burst}", b / 1e9),
+            Self::Rate {
+                rate: Rate::MsgsPerSec(p),
+                burst,
+            } => write!(f, "rate {p:.0} msg/s, burst {burst}"),
+            Self::Bursts { burst, gap } => {
+                write!(f, "bursts of {burst} every {}", fmt_duration(gap))
+            }
+            Self::OnOff { on, off } => {
+                write!(f, "on {} / off {}", fmt_duration(on), fmt_duration(off))
+            }
+        }
+    }
+}
+
+/// A duration for people: `750 ns`, `12.5 us`, `3 ms`, `2 s`.
+pub fn fmt_duration(d: Duration) -> String {
+    let ns = d.0;
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{} us", ns as f64 / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{} ms", ns as f64 / 1e6)
+    } else {
+        format!("{} s", ns as f64 / 1e9)
+    }
+}
+
+/// Parse `2ms`, `500us`, `1.5s`, `100ns`; a bare number is in `bare_unit_ns`.
+pub fn parse_duration(s: &str, bare_unit_ns: f64) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, ""),
+    };
+    let scale = match unit {
+        "" => bare_unit_ns,
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return Err(format!("{s:?}: unknown time unit {unit:?} (ns, us, ms, s)")),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (try 2ms, 500us, 1.5s)"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{s:?}: a duration must be a positive number"));
+    }
+    Ok(Duration((v * scale).round() as u64))
+}
+
+/// Everything a run needs, checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub test: TestKind,
+    pub backend: BackendKind,
+    /// The server to connect to (client side of a two-host run); `None`: server, or both ends
+    /// in this process.
+    pub server: Option<String>,
+    /// Message sizes, one result row each (`-s`, or 2..2^23 with `-a`).
+    pub sizes: Vec<u64>,
+    /// Iterations per QP (`-n`).
+    pub iters: u64,
+    /// Run for this long instead of `iters` (`-D`).
+    pub duration: Option<Duration>,
+    /// Report every `duration`, forever (`--run_infinitely`).
+    pub run_infinitely: bool,
+    /// QP pairs (`-q`).
+    pub qps: u32,
+    /// Traffic both ways; the result is the sum (`-b`).
+    pub bidirectional: bool,
+    pub units: BwUnits,
+    /// Outstanding sends per QP (`-t`).
+    pub tx_depth: u32,
+    /// Receives kept posted per QP (`-r`).
+    pub rx_depth: u32,
+    /// One signalled send in this many (`-Q`).
+    pub cq_mod: u32,
+    pub pattern: Pattern,
+    /// TCP port of the out-of-band exchange (`-p`).
+    pub port: u16,
+    /// Print the JSON document (`--out_json`); to this file (`--out_json_file`).
+    pub out_json: bool,
+    pub out_json_file: Option<PathBuf>,
+    /// Simulated fabric: number of planes (`--planes`).
+    pub planes: Option<u8>,
+    /// EVs per plane of each QP (`--evs`).
+    pub evs: Option<u16>,
+    /// Fabric plan file or built-in name (`--plan`).
+    pub plan: Option<String>,
+    pub cc: CcChoice,
+    /// Simulated faults (`--fail-link`, `--flap-link`, `--loss`).
+    pub faults: Vec<FaultSpec>,
+    /// Prometheus endpoint (`--metrics`).
+    pub metrics: Option<SocketAddr>,
+    /// Fill patterns and verify the bytes at the end (`--check`).
+    pub check: bool,
+    /// Live per-plane bandwidth on stderr every this long (`None`: off; zero: automatic).
+    pub live_every: Option<Duration>,
+    /// DPDK EAL arguments (`--eal`).
+    pub eal: Option<String>,
+    /// Seed of the simulated fabric and engines.
+    pub seed: u64,
+    /// Per-EV table: every EV, or only those that carried data or changed state.
+    pub all_evs: bool,
+}
+
+impl Settings {
+    /// Message bytes per QP and direction for a size (iterations mode).
+    pub fn bytes_per_qp(&self, size: u64) -> u64 {
+        size * self.iters
+    }
+
+    /// The largest message size.
+    pub fn max_size(&self) -> u64 {
+        self.sizes.iter().copied().max().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("2ms", 1e3), Ok(Duration(2_000_000)));
+        assert_eq!(parse_duration("1.5 us", 1e3), Ok(Duration(1_500)));
+        assert_eq!(parse_duration("40", 1e3), Ok(Duration(40_000)));
+        assert_eq!(parse_duration("3", 1e9), Ok(Duration(3_000_000_000)));
+        assert!(parse_duration("3 fortnights", 1.0).is_err());
+        assert!(parse_duration("-1ms", 1.0).is_err());
+        assert_eq!(fmt_duration(Duration(2_500_000)), "2.5 ms");
+    }
+
+    #[test]
+    fn units_follow_perftest() {
+        // 2^20 bytes in one second is 1 MiB/s, and 8.388608 Mb/s.
+        let b = f64::from(1u32 << 20);
+        assert!((BwUnits::MiBps.of(b, 1e9) - 1.0).abs() < 1e-12);
+        assert!((BwUnits::Gbps.of(b, 1e9) - 0.008_388_608).abs() < 1e-12);
+        assert_eq!(BwUnits::Gbps.of(1.0, 0.0), 0.0);
+    }
+}

@@ -1,0 +1,476 @@
+//! `--backend sim` (the default): the perf applications on two hosts of a simulated
+//! multi-plane fabric, in virtual time. The fabric is the `--plan` given, or a small built-in
+//! one: `--planes` planes (4 by default) × 2 racks × 2 spines, 2 hosts per rack, 100 Gb/s
+//! links. The client is host 0 and the server the first host of the next rack, so every path
+//! crosses a spine and a T0–T1 link failure is felt.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use anyhow::{Context as _, bail};
+use mrc_sim::{ConnOpts, Fault, RunLimit, Sim, SimConfig, SimTime};
+use mrc_srv6::plan::{HostId, LinkTier, Plan};
+use mrc_transport::cc::{CcProfile, DcqcnConfig, NsccConfig};
+use mrc_transport::verbs::{
+    InitAttr, QpCap, Qpn, RecvWr, SendWr, TransportMode, VerbsError, WorkCompletion,
+};
+use mrc_transport::{Duration, Instant};
+
+use super::app::{PerfApp, QpWiring};
+use super::backend::{
+    CheckResult, FabricInfo, Hooks, PeriodReport, SizeOutcome, app_params, buffer_len, check_dest,
+    dst_addr, fill_sources, roles, src_addr,
+};
+use super::counters::{HostCounters, Snapshot};
+use super::faults;
+use super::live::Live;
+use super::settings::{CcChoice, Settings};
+
+/// The built-in fabric: `planes` planes, 2 racks, 2 spines, 2 hosts per rack.
+pub fn builtin_plan_toml(planes: u8) -> String {
+    format!(
+        "name = \"perf-{planes}-plane\"\nplanes = {planes}\nt0_per_plane = 2\nt1_per_plane = 2\n\
+         hosts_per_t0 = 2\nusid_block = \"fcbb:bb00::/32\"\nhost_usids = \"downlink\"\n\
+         mtu = 9000\n\n[links.host]\nspeed_gbps = 100\nlatency_ns = 200\n\n\
+         [links.fabric]\nspeed_gbps = 100\nlatency_ns = 500\n"
+    )
+}
+
+/// Default number of planes of the built-in fabric.
+pub const DEFAULT_PLANES: u8 = 4;
+
+/// The plan of a run: `--plan` (a file or a built-in name) or the built-in fabric.
+pub fn load_plan(s: &Settings) -> anyhow::Result<Plan> {
+    let plan = if let Some(p) = &s.plan {
+        Plan::load_or_builtin(p).with_context(|| format!("--plan {p}"))?
+    } else {
+        let planes = s.planes.unwrap_or(DEFAULT_PLANES);
+        if !(1..=8).contains(&planes) {
+            bail!("--planes {planes}: the built-in fabric has 1 to 8 planes");
+        }
+        Plan::from_toml(&builtin_plan_toml(planes), "<built-in perf fabric>")?
+    };
+    if let (Some(want), Some(_)) = (s.planes, &s.plan)
+        && want != plan.planes()
+    {
+        bail!(
+            "--planes {want} does not match plan {:?}, which has {} planes (drop --planes or edit the plan)",
+            plan.name(),
+            plan.planes()
+        );
+    }
+    if plan.host_count() < 2 {
+        bail!(
+            "plan {:?} has {} host(s): a perf test needs two",
+            plan.name(),
+            plan.host_count()
+        );
+    }
+    Ok(plan)
+}
+
+/// The two ends: host 0 and the first host of the next rack (or host 1 in a one-rack plan).
+pub fn ends(plan: &Plan) -> (u32, u32) {
+    let server = if plan.t0_per_plane() > 1 {
+        plan.host_at(1, 0).0
+    } else {
+        1
+    };
+    (0, server)
+}
+
+/// The simulator backend.
+#[derive(Debug)]
+pub struct SimBackend {
+    settings: Settings,
+    plan: Plan,
+    client: u32,
+    server: u32,
+    info: FabricInfo,
+}
+
+/// The simulator's `Application`, driving a shared [`PerfApp`] (the backend reads its
+/// records during and after the run).
+struct SimApp(Arc<Mutex<PerfApp>>);
+
+/// The simulator's verbs seen as the engine's.
+struct SimVerbs<'a>(&'a mut dyn mrc_sim::Verbs);
+
+impl mrc_transport::app::Verbs for SimVerbs<'_> {
+    fn post_send(&mut self, qpn: Qpn, wr: &SendWr<'_>) -> Result<(), VerbsError> {
+        self.0.post_send(qpn, wr)
+    }
+    fn post_recv(&mut self, qpn: Qpn, wr: &RecvWr) -> Result<(), VerbsError> {
+        self.0.post_recv(qpn, wr)
+    }
+    fn mr_read(&self, lkey: u32, va: u64, dst: &mut [u8]) -> Result<(), VerbsError> {
+        self.0.mr_read(lkey, va, dst)
+    }
+    fn mr_write(&mut self, lkey: u32, va: u64, src: &[u8]) -> Result<(), VerbsError> {
+        self.0.mr_write(lkey, va, src)
+    }
+}
+
+fn lock(app: &Mutex<PerfApp>) -> MutexGuard<'_, PerfApp> {
+    app.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl mrc_sim::Application for SimApp {
+    fn start(&mut self, now: Instant, verbs: &mut dyn mrc_sim::Verbs) {
+        mrc_transport::app::Application::start(&mut *lock(&self.0), now, &mut SimVerbs(verbs));
+    }
+    fn on_completion(&mut self, now: Instant, wc: &WorkCompletion, verbs: &mut dyn mrc_sim::Verbs) {
+        mrc_transport::app::Application::on_completion(
+            &mut *lock(&self.0),
+            now,
+            wc,
+            &mut SimVerbs(verbs),
+        );
+    }
+    fn on_timer(&mut self, now: Instant, verbs: &mut dyn mrc_sim::Verbs) {
+        mrc_transport::app::Application::on_timer(&mut *lock(&self.0), now, &mut SimVerbs(verbs));
+    }
+    fn next_timer(&self) -> Option<Instant> {
+        mrc_transport::app::Application::next_timer(&*lock(&self.0))
+    }
+    fn is_done(&self) -> bool {
+        mrc_transport::app::Application::is_done(&*lock(&self.0))
+    }
+}
+
+impl SimBackend {
+    /// Check the plan, the ends and the fault options.
+    pub fn new(settings: &Settings) -> anyhow::Result<Self> {
+        let plan = load_plan(settings)?;
+        let (client, server) = ends(&plan);
+        // Build one engine configuration to learn the MTU and EV profile it resolves to.
+        let sim = Sim::new(plan.clone(), sim_config(settings))
+            .context("building the simulated fabric")?;
+        let ec = sim.endpoint(client).config();
+        let ev = ec.ev_profiles[0];
+        let faults = faults::schedule(
+            &settings.faults,
+            &plan,
+            client,
+            Duration(expected_ns(settings, &plan, settings.max_size()) / 2),
+        )
+        .map_err(anyhow::Error::msg)?;
+        let info = FabricInfo {
+            clock: "simulated",
+            fabric: plan.name().to_owned(),
+            planes: plan.planes(),
+            hosts: plan.host_count(),
+            client: format!("h{client}"),
+            server: format!("h{server}"),
+            link_gbps: plan.link_params(LinkTier::Host).speed_gbps,
+            payload_mtu: ec.payload_mtu,
+            paths_per_plane: plan
+                .path_count(HostId(client), HostId(server), 0)
+                .unwrap_or(0),
+            evs_per_plane: ev.evs_per_plane,
+            active_evs_per_plane: ev.active_per_plane,
+            faults: faults::describe(&faults),
+            exchange: "simulator",
+        };
+        Ok(Self {
+            settings: settings.clone(),
+            plan,
+            client,
+            server,
+            info,
+        })
+    }
+
+    pub fn info(&self) -> &FabricInfo {
+        &self.info
+    }
+
+    /// Run one message size on a fresh fabric.
+    pub fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
+        let s = &self.settings;
+        let mut cfg = sim_config(s);
+        let expected = expected_ns(s, &self.plan, size);
+        let period = if s.run_infinitely {
+            s.duration.unwrap_or(Duration::from_millis(1))
+        } else {
+            match s.live_every {
+                Some(d) if d.0 > 0 => d,
+                _ => Duration((expected / 10).max(1_000)),
+            }
+        };
+        if hooks.live || hooks.metrics.is_some() || s.run_infinitely {
+            cfg.sample_every = Some(period);
+        }
+        let mut sim = Sim::new(self.plan.clone(), cfg)?;
+        let (c, v) = (self.client, self.server);
+        let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
+        let init = InitAttr {
+            ev_profile: 0,
+            cc_profile: 0,
+            mode: if s.cc == CcChoice::Roce {
+                TransportMode::RoceLike
+            } else {
+                TransportMode::Mrc
+            },
+        };
+        let opts = ConnOpts {
+            init,
+            cap: QpCap {
+                max_send_wr: s.tx_depth.max(s.cq_mod) + 1,
+                max_recv_wr: s.rx_depth.max(1),
+                max_send_sge: 1,
+            },
+            ..ConnOpts::default()
+        };
+        let mut keys = Vec::new();
+        for h in [c, v] {
+            let mut buf = vec![0u8; buffer_len(s.qps, size)];
+            if s.check {
+                fill_sources(&mut buf, h, s.qps, size);
+            }
+            keys.push(sim.register(h, super::backend::BUFFER_IOVA, Box::new(buf))?);
+        }
+        let mut conns = Vec::new();
+        for _ in 0..s.qps {
+            conns.push(sim.connect(c, v, opts)?);
+        }
+        let wire = |me: usize, send, receive| -> Vec<QpWiring> {
+            conns
+                .iter()
+                .enumerate()
+                .map(|(i, conn)| QpWiring {
+                    qpn: if me == 0 { conn.a.qpn } else { conn.b.qpn },
+                    send,
+                    receive,
+                    lkey: keys[me].lkey,
+                    local_addr: src_addr(i as u32, size),
+                    remote_addr: dst_addr(i as u32, s.qps, size),
+                    rkey: keys[1 - me].rkey,
+                })
+                .collect()
+        };
+        let params = app_params(s, size);
+        let apps = [
+            Arc::new(Mutex::new(PerfApp::new(params, wire(0, c_send, c_recv)))),
+            Arc::new(Mutex::new(PerfApp::new(params, wire(1, s_send, s_recv)))),
+        ];
+        sim.set_app(c, Box::new(SimApp(apps[0].clone())))?;
+        sim.set_app(v, Box::new(SimApp(apps[1].clone())))?;
+        let faults: Vec<Fault> = faults::schedule(&s.faults, &self.plan, c, Duration(expected / 2))
+            .map_err(anyhow::Error::msg)?;
+        for f in faults {
+            sim.schedule(f);
+        }
+        let hosts = [c, v];
+        let qpns: [Vec<Qpn>; 2] = [
+            conns.iter().map(|x| x.a.qpn).collect(),
+            conns.iter().map(|x| x.b.qpn).collect(),
+        ];
+        let mut live = Live::new(self.plan.planes(), period.0 / 2);
+        let mut periods = PeriodState::default();
+        let mut observer = |sim: &Sim| {
+            let snap = snapshot(sim, &hosts, &qpns);
+            if hooks.live {
+                live.print(&snap);
+            }
+            if let Some(m) = &hooks.metrics {
+                m.publish(&snap);
+            }
+            if s.run_infinitely {
+                periods.report(s, size, &apps, sim.now());
+            }
+        };
+        if s.run_infinitely {
+            loop {
+                let until = SimTime(sim.now().0 + period.0 * 1000);
+                sim.run(RunLimit::until(until), &mut observer);
+                if lock(&apps[0]).error().is_some() {
+                    break;
+                }
+            }
+        } else {
+            // Give a run 50 times its expected length (and 100 ms) before calling it stuck.
+            let limit = SimTime((expected.saturating_mul(50) + 100_000_000).saturating_mul(1000));
+            sim.run(RunLimit::until(limit), &mut observer);
+        }
+        let mut error = apps.iter().find_map(|a| lock(a).error().map(str::to_owned));
+        let all_done = apps
+            .iter()
+            .all(|a| mrc_transport::app::Application::is_done(&*lock(a)));
+        if error.is_none() && !all_done {
+            error = Some(format!(
+                "the run did not finish by {:.3} ms of virtual time",
+                sim.now().as_micros_f64() / 1e3
+            ));
+        }
+        let check = s
+            .check
+            .then(|| check_buffers(&sim, s, size, &hosts, &keys, [c_send, s_send]));
+        let counters = snapshot(&sim, &hosts, &qpns);
+        let sending = [c_send, s_send].map(|x| vec![x; s.qps as usize]).to_vec();
+        let records = apps
+            .iter()
+            .map(|a| lock(a).records().cloned().collect())
+            .collect();
+        Ok(SizeOutcome {
+            size,
+            records,
+            sending,
+            counters,
+            check,
+            error,
+        })
+    }
+}
+
+/// The simulator configuration: seed, CC profile, EV profile, trimming.
+fn sim_config(s: &Settings) -> SimConfig {
+    let cc = s.cc;
+    let evs = s.evs;
+    SimConfig {
+        seed: s.seed,
+        trim: cc != CcChoice::Roce,
+        endpoint_tweak: Some(Arc::new(move |_, ec| {
+            ec.cc_profiles = vec![match cc {
+                CcChoice::Nscc => CcProfile::Nscc(NsccConfig::default()),
+                CcChoice::Fixed => CcProfile::Fixed { window_bytes: None },
+                CcChoice::Roce => CcProfile::Dcqcn(DcqcnConfig::default()),
+            }];
+            if let Some(n) = evs {
+                let p = &mut ec.ev_profiles[0];
+                p.evs_per_plane = n;
+                p.active_per_plane = p.active_per_plane.min(n);
+                p.floor_per_plane = p.floor_per_plane.min(p.active_per_plane);
+            }
+        })),
+        ..SimConfig::default()
+    }
+}
+
+/// How long a size should take in virtual time, ns: the bytes over the hosts' line rate, or
+/// the duration, or round trips of a few microseconds.
+fn expected_ns(s: &Settings, plan: &Plan, size: u64) -> u64 {
+    if let Some(d) = s.duration {
+        return d.0;
+    }
+    let gbps = u64::from(plan.link_params(LinkTier::Host).speed_gbps) * u64::from(plan.planes());
+    if s.test.is_bw() {
+        let bytes = size * s.iters * u64::from(s.qps);
+        (bytes * 8 / gbps.max(1)).max(1_000)
+    } else {
+        s.iters * (4_000 + size * 16 / gbps.max(1))
+    }
+}
+
+fn snapshot(sim: &Sim, hosts: &[u32; 2], qpns: &[Vec<Qpn>; 2]) -> Snapshot {
+    let planes = sim.plan().planes();
+    Snapshot {
+        at_ns: sim.now().as_nanos(),
+        hosts: hosts
+            .iter()
+            .zip(qpns)
+            .map(|(&h, qpns)| {
+                let ep = sim.endpoint(h);
+                let ps: Vec<_> = (0..planes)
+                    .map(|p| ep.plane_stats(p).unwrap_or_default())
+                    .collect();
+                let qs: Vec<_> = qpns
+                    .iter()
+                    .map(|&q| (q, ep.qp_stats(q).unwrap_or_default(), ep.ev_stats(q)))
+                    .collect();
+                HostCounters::new(h, &ps, &qs, ep.stats())
+            })
+            .collect(),
+    }
+}
+
+fn check_buffers(
+    sim: &Sim,
+    s: &Settings,
+    size: u64,
+    hosts: &[u32; 2],
+    keys: &[mrc_transport::verbs::MrKeys],
+    sends: [bool; 2],
+) -> CheckResult {
+    let mut total = CheckResult::default();
+    for (sender, receiver) in [(0, 1), (1, 0)] {
+        if !sends[sender] {
+            continue;
+        }
+        for i in 0..s.qps {
+            let mut dst = vec![0; size as usize];
+            let ep = sim.endpoint(hosts[receiver]);
+            if ep
+                .mr_read(keys[receiver].lkey, dst_addr(i, s.qps, size), &mut dst)
+                .is_err()
+            {
+                total.bytes_checked += size;
+                total.bytes_wrong += size;
+                continue;
+            }
+            let r = check_dest(&dst, hosts[sender], i);
+            total.bytes_checked += r.bytes_checked;
+            total.bytes_wrong += r.bytes_wrong;
+        }
+    }
+    total
+}
+
+/// `--run_infinitely`: one result line per period.
+#[derive(Default)]
+struct PeriodState {
+    last_done: u64,
+    last_rtts: Vec<usize>,
+    last_ns: u64,
+}
+
+impl PeriodState {
+    fn report(&mut self, s: &Settings, size: u64, apps: &[Arc<Mutex<PerfApp>>; 2], now: SimTime) {
+        let mut done = 0;
+        let mut rtts = Vec::new();
+        let mut k = 0;
+        for a in apps {
+            let app = lock(a);
+            done += app.messages_done();
+            for r in app.records() {
+                if self.last_rtts.len() <= k {
+                    self.last_rtts.push(0);
+                }
+                rtts.extend_from_slice(&r.rtts_ns[self.last_rtts[k]..]);
+                self.last_rtts[k] = r.rtts_ns.len();
+                k += 1;
+            }
+        }
+        let report = PeriodReport {
+            size,
+            messages: done - self.last_done,
+            qps: s.qps,
+            period_ns: now.as_nanos() - self.last_ns,
+            rtts_ns: rtts,
+        };
+        self.last_done = done;
+        self.last_ns = now.as_nanos();
+        if report.period_ns > 0 {
+            super::report::print_period(s, &report);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_plan_is_valid_for_every_plane_count() {
+        for planes in 1..=8 {
+            let p = Plan::from_toml(&builtin_plan_toml(planes), "t").unwrap();
+            assert_eq!(p.planes(), planes);
+            let (c, s) = ends(&p);
+            assert_ne!(
+                p.rack_of(HostId(c)),
+                p.rack_of(HostId(s)),
+                "the ends are in two racks"
+            );
+        }
+    }
+}
