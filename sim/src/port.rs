@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 
 use mrc_srv6::wire::{ETHERNET_HEADER_LEN, Ecn, Ipv6Packet};
-use mrc_transport::wire::WireConfig;
+use mrc_transport::wire::{Trimmed, WireConfig, trim_frame};
 
 use crate::pool::{PacketId, Pool};
 use crate::queue::PortId;
@@ -135,7 +135,6 @@ impl Port {
             return Admission::Dropped;
         }
         let len = pool.len(pkt) as u64;
-        let keep = ETHERNET_HEADER_LEN + usize::from(wire.trim_size);
         let total = self.data_bytes + self.prio_bytes;
         let Ok(mut ip) = Ipv6Packet::new_checked(&mut pool.frame_mut(pkt)[ETHERNET_HEADER_LEN..])
         else {
@@ -157,13 +156,17 @@ impl Port {
         }
         if total + len > self.model.buffer_bytes {
             let trimmable = dscp == wire.dscp.trimmable || dscp == wire.dscp.retransmission;
-            let code = match self.model.trim {
+            let at = match self.model.trim {
                 TrimMode::Off => None,
-                TrimMode::InFabric => Some(wire.dscp.trimmed),
-                TrimMode::LastHop => Some(wire.dscp.trimmed_last_hop),
+                TrimMode::InFabric => Some(Trimmed::InFabric),
+                TrimMode::LastHop => Some(Trimmed::LastHop),
             };
-            if let Some(code) = code.filter(|_| trimmable && len as usize > keep) {
-                ip.set_dscp(code);
+            let cut = at
+                .filter(|_| trimmable && len > u64::from(wire.trim_size))
+                .and_then(|at| trim_frame(pool.frame_mut(pkt), wire, at).ok());
+            if let Some(keep) = cut {
+                // The wire module's trim: cut to the trim size, DSCP rewritten, IPv6 payload
+                // length fixed (brief §2.15).
                 pool.set_len(pkt, keep);
                 self.stats.trimmed += 1;
                 // The trimmed header has its own small headroom: the priority queue is never
