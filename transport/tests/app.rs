@@ -86,15 +86,15 @@ impl Application for PingPong {
 
 /// Drive one application per host over the net until both are done.
 fn drive(net: &mut Net, c: &Conn, apps: &mut [PingPong; 2]) {
-    let now = net.now;
+    let now = net.now();
     for (h, app) in [c.a, c.b].into_iter().zip(apps.iter_mut()) {
-        app.start(now, &mut net.eps[h]);
+        app.start(now, net.ep(h));
     }
     net.run_until(Duration::from_millis(100), |n| {
         for (i, (h, cq)) in [(c.a, c.cq_a), (c.b, c.cq_b)].into_iter().enumerate() {
             for wc in drain_cq(n, h, cq) {
-                let now = n.now;
-                apps[i].on_completion(now, &wc, &mut n.eps[h]);
+                let now = n.now();
+                apps[i].on_completion(now, &wc, n.ep(h));
             }
         }
         apps.iter().all(Application::is_done)
@@ -126,7 +126,7 @@ fn ping_pong_driven_by_completions() {
     assert_eq!(apps[1].received, want);
     // The last message's bytes sit in each destination (its first byte is the round).
     for (i, h) in [c.a, c.b].into_iter().enumerate() {
-        let got = net.eps[h].mr_slice(keys[i].1.lkey).unwrap();
+        let got = net.ep(h).mr_slice(keys[i].1.lkey).unwrap();
         let src_pattern = pattern(1 - h as u64);
         assert_eq!(got[0], 19);
         assert!(

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{ConnOpts, NetBuilder, PathSpec, connect, write_and_check};
+use common::{ConnOpts, NetBuilder, PathSpec, connect, finish_write, start_write, write_and_check};
 use mrc_transport::ev::EvState;
 use mrc_transport::{Duration, Event, Instant};
 
@@ -26,25 +26,32 @@ fn hashed_evs_spread_one_qp_over_the_fabric() {
     let mut n = ecmp(2, 8, 1);
     let c = connect(&mut n, 0, 1, ConnOpts::default());
     write_and_check(&mut n, &c, 16 << 20, Some(1), 1);
-    for (plane, paths) in n.path_writes.iter().enumerate() {
+    // Every active EV carries traffic (16 per plane)...
+    let evs = n.ep(0).ev_stats(c.qp_a);
+    let active = evs.iter().filter(|e| e.stats.packets > 0).count();
+    assert!(active >= 32, "{active} EVs carried data");
+    // ...and the switches' hash spreads 16 random EVs over most of the 8 paths of each plane.
+    for plane in 0..2 {
+        let paths = n.forward_frames(plane);
         let used = paths.iter().filter(|&&p| p > 0).count();
         assert!(
-            used >= 6,
+            used >= 5,
             "plane {plane}: only {used} of 8 paths carried data: {paths:?}"
         );
     }
-    let s = n.eps[0].qp_stats(c.qp_a).unwrap();
+    let s = n.ep(0).qp_stats(c.qp_a).unwrap();
     assert_eq!(s.retransmits.total(), 0);
 }
 
 #[test]
 fn an_ev_with_untrimmed_loss_is_retired_at_once_and_the_rest_carry_on() {
     let mut n = ecmp(2, 8, 2);
-    n.specs[1][3].down = vec![(Instant(40_000), Instant::MAX)];
+    n.path_down(1, 3, Instant(40_000), Instant::MAX);
     let c = connect(&mut n, 0, 1, ConnOpts::default());
     write_and_check(&mut n, &c, 16 << 20, Some(2), 2);
-    let s = n.eps[0].qp_stats(c.qp_a).unwrap();
-    let holed = n.stats.blackholed_data;
+    let s = n.ep(0).qp_stats(c.qp_a).unwrap();
+    let probes = n.ep(0).qp_stats(c.qp_a).unwrap().probes_sent;
+    let holed = n.swallowed_forward(1, 3) - probes;
     assert!(holed > 0);
     assert!(
         s.retransmits.total() >= holed && s.retransmits.total() <= holed + 8,
@@ -52,7 +59,8 @@ fn an_ev_with_untrimmed_loss_is_retired_at_once_and_the_rest_carry_on() {
         s.retransmits
     );
     assert_eq!(s.remaps, 0, "one dead path is not a remap");
-    let retired: Vec<_> = n.eps[0]
+    let retired: Vec<_> = n
+        .ep(0)
         .ev_stats(c.qp_a)
         .into_iter()
         .filter(|e| e.state == EvState::AssumedBad)
@@ -71,21 +79,19 @@ fn a_burst_of_failures_is_read_as_a_remap_and_redraws_the_ev_set() {
     // A switch reboots: half the paths drop everything for 100 µs, then the fabric's hashing
     // comes back different.
     for p in 0..4 {
-        n.specs[0][p].down = vec![(Instant(60_000), Instant(160_000))];
+        n.path_down(0, p, Instant(60_000), Instant(160_000));
     }
-    n.remap_at = Some(Instant(160_000));
     let c = connect(&mut n, 0, 1, ConnOpts::default());
-    let before: Vec<u32> = n.eps[0]
-        .ev_stats(c.qp_a)
-        .iter()
-        .map(|e| e.entropy)
-        .collect();
-    write_and_check(&mut n, &c, 32 << 20, Some(3), 3);
-    let s = n.eps[0].qp_stats(c.qp_a).unwrap();
+    let before: Vec<u32> = n.ep(0).ev_stats(c.qp_a).iter().map(|e| e.entropy).collect();
+    let job = start_write(&mut n, &c, 32 << 20, Some(3), 3);
+    n.run_until(Duration::from_millis(10), |n| n.now() >= Instant(160_000));
+    n.remap();
+    finish_write(&mut n, &c, job);
+    let s = n.ep(0).qp_stats(c.qp_a).unwrap();
     assert!(s.remaps >= 1, "{s:?}");
-    let events: Vec<Event> = std::iter::from_fn(|| n.eps[0].poll_event()).collect();
+    let events: Vec<Event> = n.events(0);
     assert!(events.iter().any(|e| matches!(e, Event::EcmpRemap { .. })));
-    let after = n.eps[0].ev_stats(c.qp_a);
+    let after = n.ep(0).ev_stats(c.qp_a);
     let redrawn = after
         .iter()
         .zip(&before)
@@ -98,24 +104,24 @@ fn a_burst_of_failures_is_read_as_a_remap_and_redraws_the_ev_set() {
         .count();
     assert!(retired <= 4, "not retired one by one: {retired} retired");
     // Traffic flows on the new mapping over (nearly) every path again.
-    let used = n.path_writes[0].iter().filter(|&&p| p > 0).count();
+    let used = n.forward_frames(0).iter().filter(|&&p| p > 0).count();
     assert_eq!(used, 8);
 }
 
 #[test]
 fn a_recovered_ecmp_path_is_probed_back() {
     let mut n = ecmp(1, 4, 4);
-    n.specs[0][2].down = vec![(Instant(20_000), Instant(1_000_000))];
+    n.path_down(0, 2, Instant(20_000), Instant(1_000_000));
     let c = connect(&mut n, 0, 1, ConnOpts::default());
     write_and_check(&mut n, &c, 4 << 20, None, 4);
     assert!(
-        n.eps[0]
+        n.ep(0)
             .ev_stats(c.qp_a)
             .iter()
             .any(|e| e.state == EvState::AssumedBad)
     );
     n.run_for(Duration::from_millis(30));
-    let evs = n.eps[0].ev_stats(c.qp_a);
+    let evs = n.ep(0).ev_stats(c.qp_a);
     assert!(evs.iter().all(|e| e.state == EvState::Good), "{evs:?}");
-    assert!(n.eps[0].qp_stats(c.qp_a).unwrap().probes_ok >= 3);
+    assert!(n.ep(0).qp_stats(c.qp_a).unwrap().probes_ok >= 3);
 }

@@ -5,7 +5,8 @@
 mod common;
 
 use common::{
-    Conn, ConnOpts, Net, NetBuilder, TestRng, connect, drain_cq, pattern, region, write_and_check,
+    Conn, ConnOpts, Net, NetBuilder, TestRng, connect, drain_cq, is_write, pattern, region,
+    write_and_check,
 };
 use mrc_srv6::wire::Dscp;
 use mrc_transport::Duration;
@@ -41,13 +42,14 @@ fn setup() -> Setup {
     let c = connect(&mut n, 0, 1, ConnOpts::default());
     let src = region(&mut n, 0, c.pd_a, SRC_VA, LEN, pattern(1));
     let dst = region(&mut n, 1, c.pd_b, DST_VA, LEN, |_| 0);
-    n.capture = Some(Vec::new());
+    n.capture(0, true);
+    n.capture(1, true);
     let sge = [Sge {
         addr: SRC_VA,
         length: LEN as u32,
         lkey: src.lkey,
     }];
-    n.eps[0]
+    n.ep(0)
         .post_send(
             c.qp_a,
             &SendWr {
@@ -63,19 +65,14 @@ fn setup() -> Setup {
     n.run_until(Duration::from_millis(10), |n| {
         !drain_cq(n, 0, c.cq_a).is_empty()
     });
-    let frames = n.capture.take().unwrap();
-    let write = frames
-        .iter()
-        .find(|f| f.0 == 0 && n.is_write(&f.2))
-        .unwrap()
-        .2
-        .clone();
+    let from_a = n.captured(0);
+    let from_b = n.captured(1);
+    let write = from_a.iter().find(|f| is_write(f)).unwrap().clone();
     let wire = WireConfig::default();
-    let sack = frames
+    let sack = from_b
         .iter()
-        .find(|f| f.0 == 1 && parse_frame(&f.2, &wire).is_ok_and(|p| p.bth.opcode == Opcode::Sack))
+        .find(|f| parse_frame(f, &wire).is_ok_and(|p| p.bth.opcode == Opcode::Sack))
         .unwrap()
-        .2
         .clone();
     let first = parse_frame(&write, &wire).unwrap().bth.psn;
     Setup {
@@ -119,7 +116,7 @@ fn forged_and_out_of_window_packets_are_rejected_counted_and_write_nothing() {
         sack,
         next_psn,
     } = setup();
-    let before: Vec<u8> = n.eps[1].mr_slice(dst.lkey).unwrap().to_vec();
+    let before: Vec<u8> = n.ep(1).mr_slice(dst.lkey).unwrap().to_vec();
     let evil = |r: &mut FrameRepr, p: &mut Vec<u8>| {
         p.fill(0x66);
         r.bth.psn = next_psn;
@@ -255,29 +252,29 @@ fn forged_and_out_of_window_packets_are_rejected_counted_and_write_nothing() {
         ),
     ];
     for (what, host, frame, reason) in cases {
-        let drops = n.eps[host].stats().drops.get(reason);
-        let now = n.now;
-        n.eps[host].handle_packet(now, 0, &frame);
+        let drops = n.ep(host).stats().drops.get(reason);
+        let now = n.now();
+        n.ep(host).handle_packet(now, 0, &frame);
         assert_eq!(
-            n.eps[host].stats().drops.get(reason),
+            n.ep(host).stats().drops.get(reason),
             drops + 1,
             "{what}: counted as {reason}"
         );
         n.run_for(Duration::from_micros(50));
         assert_eq!(
-            n.eps[1].mr_slice(dst.lkey).unwrap(),
+            n.ep(1).mr_slice(dst.lkey).unwrap(),
             &before[..],
             "{what}: nothing written"
         );
         for (h, qp) in [(0, c.qp_a), (1, c.qp_b)] {
             assert_eq!(
-                n.eps[h].query_qp(qp).unwrap().state,
+                n.ep(h).query_qp(qp).unwrap().state,
                 QpState::Rts,
                 "{what}: QP {h} lives"
             );
         }
     }
-    let r = n.eps[1].qp_stats(c.qp_b).unwrap();
+    let r = n.ep(1).qp_stats(c.qp_b).unwrap();
     assert_eq!(r.access_errors, 3);
     assert_eq!(
         r.nacks_sent.unexpected, 3,
@@ -285,8 +282,8 @@ fn forged_and_out_of_window_packets_are_rejected_counted_and_write_nothing() {
     );
     assert_eq!(r.nacks_sent.out_of_window, 1);
     // The requester never sent those PSNs: the NACKs are refused, the QP unharmed.
-    assert!(n.eps[0].stats().drops.get(DropReason::BadAck) >= 4 + 2);
-    let a = n.eps[0].qp_stats(c.qp_a).unwrap();
+    assert!(n.ep(0).stats().drops.get(DropReason::BadAck) >= 4 + 2);
+    let a = n.ep(0).qp_stats(c.qp_a).unwrap();
     assert_eq!(
         a.ev_state_changes, 0,
         "a forged verdict on an unknown EV retires nothing"
@@ -311,11 +308,11 @@ fn writes_beyond_the_write_with_immediate_limit_fail_the_responder_qp() {
         w.meth.rqmsn = 5000;
         w.immdt = Some(mrc_transport::wire::ImmDtRepr { imm: 1 });
     });
-    let now = n.now;
-    n.eps[1].handle_packet(now, 0, &frame);
-    assert_eq!(n.eps[1].stats().drops.get(DropReason::ImmLimit), 1);
-    assert_eq!(n.eps[1].query_qp(c.qp_b).unwrap().state, QpState::Error);
-    let fatal = std::iter::from_fn(|| n.eps[1].poll_event()).any(|e| {
+    let now = n.now();
+    n.ep(1).handle_packet(now, 0, &frame);
+    assert_eq!(n.ep(1).stats().drops.get(DropReason::ImmLimit), 1);
+    assert_eq!(n.ep(1).query_qp(c.qp_b).unwrap().state, QpState::Error);
+    let fatal = n.events(1).into_iter().any(|e| {
         matches!(
             e,
             mrc_transport::Event::QpFatal {
@@ -339,7 +336,7 @@ fn a_million_packets_of_garbage_and_junk_feedback_leave_memory_bounded() {
     } = setup();
     let wire = WireConfig::default();
     let mut rng = TestRng(42);
-    let mut buf = vec![0u8; n.eps[0].max_frame_len()];
+    let mut buf = vec![0u8; n.ep(0).max_frame_len()];
     let mut templates = Vec::new();
     // Valid-ICRC frames of every kind with random fields, built once and then varied.
     for i in 0..512u32 {
@@ -394,11 +391,11 @@ fn a_million_packets_of_garbage_and_junk_feedback_leave_memory_bounded() {
         };
         templates.push(f);
     }
-    let baseline = [n.eps[0].heap_bytes(), n.eps[1].heap_bytes()];
+    let baseline = [n.ep(0).heap_bytes(), n.ep(1).heap_bytes()];
     for i in 0..1_000_000u64 {
         let r = rng.next();
         let host = (r & 1) as usize;
-        let now = n.now + Duration::from_nanos(i * 100);
+        let now = n.now() + Duration::from_nanos(i * 100);
         match i % 4 {
             0 => {
                 // Random bytes of random length.
@@ -406,7 +403,7 @@ fn a_million_packets_of_garbage_and_junk_feedback_leave_memory_bounded() {
                 for b in &mut buf[..len] {
                     *b = rng.next() as u8;
                 }
-                n.eps[host].handle_packet(now, 0, &buf[..len]);
+                n.ep(host).handle_packet(now, 0, &buf[..len]);
             }
             1 => {
                 // A real frame with a few bytes flipped (a bad ICRC, or worse).
@@ -416,15 +413,16 @@ fn a_million_packets_of_garbage_and_junk_feedback_leave_memory_bounded() {
                     let at = rng.next() as usize % t.len();
                     buf[at] ^= rng.next() as u8 | 1;
                 }
-                n.eps[host].handle_packet(now, 0, &buf[..t.len()]);
+                n.ep(host).handle_packet(now, 0, &buf[..t.len()]);
             }
             _ => {
                 let t = &templates[(r >> 16) as usize % templates.len()];
-                n.eps[host].handle_packet(now, 0, t);
+                n.ep(host).handle_packet(now, 0, t);
             }
         }
         if i % 64 == 63 {
-            for ep in &mut n.eps {
+            for h in 0..2 {
+                let ep = n.ep(h);
                 while ep
                     .poll_transmit(now, mrc_transport::PortMask::ALL, &mut buf)
                     .is_some()
@@ -434,9 +432,9 @@ fn a_million_packets_of_garbage_and_junk_feedback_leave_memory_bounded() {
             }
         }
     }
-    let after = [n.eps[0].heap_bytes(), n.eps[1].heap_bytes()];
+    let after = [n.ep(0).heap_bytes(), n.ep(1).heap_bytes()];
     assert_eq!(after, baseline, "state did not grow");
-    let drops = n.eps[0].stats().drops.total() + n.eps[1].stats().drops.total();
+    let drops = n.ep(0).stats().drops.total() + n.ep(1).stats().drops.total();
     assert!(drops > 900_000, "garbage is counted: {drops}");
     let _ = wire;
 }

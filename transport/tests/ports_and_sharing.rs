@@ -14,7 +14,7 @@ fn post_write(n: &mut common::Net, c: &common::Conn, src: u32, rkey: u32, len: u
         length: len,
         lkey: src,
     }];
-    n.eps[c.a]
+    n.ep(c.a)
         .post_send(
             c.qp_a,
             &SendWr {
@@ -50,56 +50,57 @@ fn a_local_port_going_down_moves_traffic_to_the_other_planes_and_tells_the_peer(
     post_write(&mut n, &c, s0.lkey, d1.rkey, len as u32, 1);
     n.run_for(Duration::from_micros(300));
     // Port 2 of host 0 dies: its link drops everything both ways until it comes back.
-    let down_at = n.now;
-    for p in &mut n.specs[2] {
-        p.down = vec![(down_at, down_at + Duration::from_millis(2))];
+    let down_at = n.now();
+    for path in 0..2 {
+        n.path_down(2, path, down_at, down_at + Duration::from_millis(2));
     }
-    n.eps[0].handle_port_status(down_at, 2, false);
+    n.ep(0).handle_port_status(down_at, 2, false);
     n.run_until(Duration::from_secs(1), |n| {
         drain_cq(n, 0, c.cq_a)
             .iter()
             .any(|w| w.status == WcStatus::Success)
     });
     assert!(
-        n.now > down_at + Duration::from_micros(500),
+        n.now() > down_at + Duration::from_micros(500),
         "the transfer outlived the port"
     );
-    let s = n.eps[0].qp_stats(c.qp_a).unwrap();
+    let s = n.ep(0).qp_stats(c.qp_a).unwrap();
     assert!(
         s.retransmits.port_down > 0,
         "what was in flight through port 2 left again"
     );
     assert_eq!(s.timeouts, 0, "without waiting for a timeout");
     assert!(
-        n.eps[0]
+        n.ep(0)
             .ev_stats(c.qp_a)
             .iter()
             .all(|e| e.state != EvState::AssumedBad),
         "a local port down is not a path failure"
     );
-    let got = n.eps[1].mr_slice(d1.lkey).unwrap();
+    let got = n.ep(1).mr_slice(d1.lkey).unwrap();
     let want = pattern(1);
     assert!(got.iter().enumerate().all(|(i, &b)| b == want(i)));
     // The peer learned it and stopped answering through plane 2.
-    let events: Vec<Event> = std::iter::from_fn(|| n.eps[1].poll_event()).collect();
+    let events: Vec<Event> = n.events(1);
     assert!(
         events
             .iter()
             .any(|e| matches!(e, Event::RemotePortStatus { up_mask, .. } if up_mask & 0b100 == 0)),
         "{events:?}"
     );
-    let peer_sent_on_2 = n.eps[1].plane_stats(2).unwrap();
+    let peer_sent_on_2 = n.ep(1).plane_stats(2).unwrap();
     // Port back up: the peer hears of it and plane 2 carries traffic again.
     let up_at = down_at + Duration::from_millis(2);
-    n.run_for(up_at - n.now);
-    n.eps[0].handle_port_status(n.now, 2, true);
+    n.run_for(up_at - n.now());
+    let now = n.now();
+    n.ep(0).handle_port_status(now, 2, true);
     let d = region(&mut n, 1, c.pd_b, 0x2000_0000, 1 << 20, |_| 0);
     let sge = [Sge {
         addr: 0x10_0000,
         length: 1 << 20,
         lkey: s0.lkey,
     }];
-    n.eps[0]
+    n.ep(0)
         .post_send(
             c.qp_a,
             &SendWr {
@@ -112,13 +113,13 @@ fn a_local_port_going_down_moves_traffic_to_the_other_planes_and_tells_the_peer(
             },
         )
         .unwrap();
-    let before = n.eps[0].plane_stats(2).unwrap().packets_sent;
+    let before = n.ep(0).plane_stats(2).unwrap().packets_sent;
     n.run_until(Duration::from_secs(1), |n| {
         !drain_cq(n, 0, c.cq_a).is_empty()
     });
-    assert!(n.eps[0].plane_stats(2).unwrap().packets_sent > before + 10);
-    assert!(n.eps[1].plane_stats(2).unwrap().packets_sent >= peer_sent_on_2.packets_sent);
-    let events: Vec<Event> = std::iter::from_fn(|| n.eps[1].poll_event()).collect();
+    assert!(n.ep(0).plane_stats(2).unwrap().packets_sent > before + 10);
+    assert!(n.ep(1).plane_stats(2).unwrap().packets_sent >= peer_sent_on_2.packets_sent);
+    let events: Vec<Event> = n.events(1);
     assert!(events.iter().any(|e| matches!(
         e,
         Event::RemotePortStatus {
@@ -149,7 +150,7 @@ fn qps_share_the_nic_round_robin_and_a_controller_per_destination() {
         connect(&mut n, 0, 1, ConnOpts::default()),
         connect(&mut n, 2, 1, ConnOpts::default()),
     ];
-    let cc = n.eps[0].cc_state(conns[0].qp_a).unwrap();
+    let cc = n.ep(0).cc_state(conns[0].qp_a).unwrap();
     assert_eq!(cc.qps, 2, "QPs to one destination share one controller");
     let len = 4 << 20;
     let mut dsts = Vec::new();
@@ -163,13 +164,13 @@ fn qps_share_the_nic_round_robin_and_a_controller_per_destination() {
     n.run_until(Duration::from_secs(1), |n| {
         for (i, c) in conns.iter().enumerate() {
             if finished[i].is_none() && !drain_cq(n, c.a, c.cq_a).is_empty() {
-                finished[i] = Some(n.now);
+                finished[i] = Some(n.now());
             }
         }
         finished.iter().all(Option::is_some)
     });
     for (i, d) in dsts.iter().enumerate() {
-        let got = n.eps[1].mr_slice(d.lkey).unwrap();
+        let got = n.ep(1).mr_slice(d.lkey).unwrap();
         let want = pattern(i as u64);
         assert!(got.iter().enumerate().all(|(k, &b)| b == want(k)), "QP {i}");
     }

@@ -41,15 +41,16 @@ fn one_path_and_go_back_n_recover_random_loss() {
     .build();
     let c = connect(&mut n, 0, 1, roce_opts());
     write_and_check(&mut n, &c, 4 << 20, Some(1), 1);
-    let used: Vec<_> = n.eps[0]
+    let used: Vec<_> = n
+        .ep(0)
         .ev_stats(c.qp_a)
         .into_iter()
         .filter(|e| e.stats.packets > 0)
         .collect();
     assert_eq!(used.len(), 1, "a RoCE QP rides one path");
-    let s = n.eps[0].qp_stats(c.qp_a).unwrap();
-    let r = n.eps[1].qp_stats(c.qp_b).unwrap();
-    assert!(n.stats.lost > 0);
+    let s = n.ep(0).qp_stats(c.qp_a).unwrap();
+    let r = n.ep(1).qp_stats(c.qp_b).unwrap();
+    assert!(n.stats().lost > 0);
     assert!(r.out_of_sequence > 0, "packets after a hole are dropped");
     assert!(
         r.nacks_sent.out_of_window > 0,
@@ -91,8 +92,8 @@ fn mrc_resends_what_was_lost_roce_like_resends_whole_windows() {
         };
         let c = connect(&mut n, 0, 1, opts);
         write_and_check(&mut n, &c, 8 << 20, None, 2);
-        let s = n.eps[0].qp_stats(c.qp_a).unwrap();
-        let lost = n.stats.lost;
+        let s = n.ep(0).qp_stats(c.qp_a).unwrap();
+        let lost = n.stats().lost;
         resent.push((s.retransmits.total(), lost));
     }
     let (mrc, roce) = (resent[0], resent[1]);
@@ -128,11 +129,11 @@ fn ecn_echoes_drive_dcqcn_rate_cuts_that_keep_the_queue_short() {
         .build();
         let c = connect(&mut n, 0, 1, roce_opts());
         write_and_check(&mut n, &c, 4 << 20, None, 3);
-        let s = n.eps[0].qp_stats(c.qp_a).unwrap();
-        let r = n.eps[1].qp_stats(c.qp_b).unwrap();
+        let s = n.ep(0).qp_stats(c.qp_a).unwrap();
+        let r = n.ep(1).qp_stats(c.qp_b).unwrap();
         assert_eq!(s.ecn_echoes, r.ecn_marked_received, "every mark is echoed");
         assert_eq!(r.ecn_marked_received > 0, ecn_bytes > 0);
-        assert_eq!(n.eps[0].cc_state(c.qp_a).unwrap().name, "dcqcn");
+        assert_eq!(n.ep(0).cc_state(c.qp_a).unwrap().name, "dcqcn");
         srtt.push(s.srtt_ns);
     }
     assert!(srtt[0] * 4 < srtt[1], "cuts keep the RTT short: {srtt:?}");

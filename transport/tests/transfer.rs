@@ -21,15 +21,15 @@ fn single_path_writes_of_every_shape_land_byte_for_byte() {
         write_and_check(&mut net, &c, len, None, i as u64);
         write_and_check(&mut net, &c, len, Some(0xabc0 + i as u32), 100 + i as u64);
     }
-    let s = net.eps[0].qp_stats(c.qp_a).unwrap();
+    let s = net.ep(0).qp_stats(c.qp_a).unwrap();
     assert_eq!(
         s.retransmits.total(),
         0,
         "a clean path needs no retransmission"
     );
     assert_eq!(s.messages_completed, 14);
-    let r = net.eps[1].qp_stats(c.qp_b).unwrap();
+    let r = net.ep(1).qp_stats(c.qp_b).unwrap();
     assert_eq!(r.imm_delivered, 7);
     assert_eq!(r.duplicates, 0);
-    assert_eq!(net.eps[1].stats().drops.total(), 0);
+    assert_eq!(net.ep(1).stats().drops.total(), 0);
 }

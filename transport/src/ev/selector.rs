@@ -136,7 +136,7 @@ impl EvSelector for Spray {
             if self.cursor >= self.order.len() {
                 table.next_round();
                 self.rounds_since_shuffle += 1;
-                if self.rounds_since_shuffle >= self.reshuffle_every {
+                if self.rounds_since_shuffle >= self.reshuffle_every && self.order.len() > 1 {
                     self.rebuild(table, rng);
                 }
                 self.cursor = 0;

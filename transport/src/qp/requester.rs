@@ -92,11 +92,9 @@ impl Requester {
     }
 
     pub fn deadline(&mut self, table: &EvTable, now: Instant) -> Option<Instant> {
-        let reo = self.reorder_window();
-        let pto = self.pto();
-        let mut d = self.flight.pto_deadline(pto);
-        if !self.gbn {
-            d = super::min_opt(d, self.flight.loss_deadline(reo));
+        let mut d = self.flight.pto_deadline(self.pto());
+        if !self.gbn && d.is_some() {
+            d = super::min_opt(d, self.flight.loss_deadline(self.reorder_window()));
         }
         d = super::min_opt(d, self.retry.deadline());
         // A probe already due waits for a port, not for a timer.

@@ -1,26 +1,32 @@
-//! A deterministic test fabric for engine scenarios: endpoints joined plane by plane through
-//! N paths each, every path with its own latency, rate and queue, ECN marking, trimming, loss,
-//! reordering (jitter), duplication and an up/down schedule. Virtual time, one seeded RNG: the
-//! same test gives the same run. Packets are the engine's real frames.
-//!
-//! Path choice: in SRv6 mode the outer DA names the path (see [`Grid`]); in ECMP mode the
-//! fabric hashes the UDP source port and flow label, as switches do.
+//! Scenario tests run over `mrc_transport::harness` (the shared deterministic harness: virtual
+//! time, one seeded RNG, N paths per plane and direction with rate, latency, queue, ECN,
+//! trimming, loss, reordering, duplication and up/down schedules). This module is the thin
+//! layer the engine's tests read through: hosts by index, a path behaviour given once for the
+//! whole fabric ([`PathSpec`]), the test plan's SRv6 paths ([`Grid`]), whole-fabric counters,
+//! frame capture, an ECMP remap switch, and the QP/region helpers.
 #![allow(dead_code)]
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::net::Ipv6Addr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress, Ipv6Packet};
+use mrc_srv6::wire::EthernetAddress;
 use mrc_transport::ev::{PathSource, SrPath};
+use mrc_transport::harness::{
+    Bound, EcnMarking, FrameInfo, Harness, HarnessConfig, Link, LinkSpec, Node, NodeId, NodeSpec,
+    PathModel, PathSelect, PortModel, TrimMode,
+};
 use mrc_transport::verbs::{
     Access, CqHandle, InitAttr, MrKeys, PdHandle, QpCap, QpInitAttr, QpTransition, Qpn, RecvWr,
     RemoteNic, RtrAttr, RtsAttr, SendOpcode, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
-use mrc_transport::{Duration, Endpoint, EndpointConfig, Instant, PathMode, PortConfig, PortMask};
+use mrc_transport::wire::{WireConfig, parse_frame};
+use mrc_transport::{
+    Duration, Endpoint, EndpointConfig, Event, Instant, PathMode, PortConfig, PortMask, Transmit,
+};
 
-/// SRv6 test plan: path `i` of `plane` towards host `dst` has DA `fc00:plane:dst:i::`.
+/// SRv6 test plan: path `i` of `plane` towards host `dst` has DA `fc00:plane:dst:i::`, and the
+/// fabric routes it on path `i` (see [`Net`]).
 #[derive(Debug)]
 pub struct Grid {
     pub paths_per_plane: usize,
@@ -52,7 +58,7 @@ pub fn nic(i: usize) -> Ipv6Addr {
     Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, i as u16 + 1)
 }
 
-/// One path's behaviour.
+/// How every path of the fabric behaves (both directions), unless a test changes one.
 #[derive(Debug, Clone)]
 pub struct PathSpec {
     pub latency: Duration,
@@ -60,20 +66,16 @@ pub struct PathSpec {
     pub rate_bps: u64,
     /// Bytes queued before a packet is trimmed (or dropped).
     pub queue_bytes: u64,
-    /// Bytes queued above which ECT packets are marked CE (0: never).
+    /// Bytes queued above which ECN-capable packets are marked CE (0: never).
     pub ecn_bytes: u64,
     /// Trim instead of dropping when the queue is full.
     pub trim: bool,
-    /// Trims are marked as last-hop trims.
-    pub trim_last_hop: bool,
     /// Random loss probability per packet.
     pub loss: f64,
-    /// Random extra delay, uniform in [0, jitter): reorders packets.
+    /// Random extra delay, uniform in [0, jitter]: reorders packets.
     pub jitter: Duration,
     /// Probability that a packet is delivered twice.
     pub dup: f64,
-    /// Intervals [from, to) during which the path silently drops everything.
-    pub down: Vec<(Instant, Instant)>,
 }
 
 impl Default for PathSpec {
@@ -81,87 +83,96 @@ impl Default for PathSpec {
         Self {
             latency: Duration::from_micros(2),
             rate_bps: 0,
-            queue_bytes: u64::MAX,
+            queue_bytes: u64::MAX / 4,
             ecn_bytes: 0,
             trim: false,
-            trim_last_hop: false,
             loss: 0.0,
             jitter: Duration::ZERO,
             dup: 0.0,
-            down: Vec::new(),
         }
     }
 }
 
 impl PathSpec {
-    fn is_down(&self, t: Instant) -> bool {
-        self.down.iter().any(|&(a, b)| a <= t && t < b)
+    fn model(&self) -> PathModel {
+        PathModel {
+            rate_bps: self.rate_bps,
+            latency: self.latency,
+            queue_bytes: self.queue_bytes,
+            ecn: (self.ecn_bytes > 0).then_some(EcnMarking {
+                min_bytes: self.ecn_bytes,
+                max_bytes: self.ecn_bytes + 1,
+            }),
+            trim: if self.trim {
+                TrimMode::InFabric
+            } else {
+                TrimMode::Off
+            },
+            loss: self.loss,
+            reorder: if self.jitter > Duration::ZERO {
+                1.0
+            } else {
+                0.0
+            },
+            reorder_delay: self.jitter,
+            duplicate: self.dup,
+        }
     }
 }
 
-/// Counters of what the fabric did.
+/// Whole-fabric counters, summed over every path direction.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FabricStats {
-    pub sent: u64,
-    pub delivered: u64,
     pub lost: u64,
     pub blackholed: u64,
-    /// Data frames (Writes) among the blackholed ones.
-    pub blackholed_data: u64,
     pub trimmed: u64,
     pub marked: u64,
     pub duplicated: u64,
-    pub dropped_full: u64,
 }
 
-struct InFlight {
-    host: usize,
-    port: u8,
-    bytes: Vec<u8>,
+/// An endpoint that can also record what it sends (for tests that forge frames from real
+/// ones).
+pub struct Tap {
+    pub ep: Endpoint,
+    capture: Option<Vec<Vec<u8>>>,
 }
 
-/// SplitMix64, for the fabric's own randomness.
-pub struct TestRng(pub u64);
-
-impl TestRng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+impl Node for Tap {
+    type Event = Event;
+    fn handle_packet(&mut self, now: Instant, port: u8, frame: &[u8]) {
+        self.ep.handle_packet(now, port, frame);
     }
-    pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    fn poll_transmit(&mut self, now: Instant, ready: PortMask, buf: &mut [u8]) -> Option<Transmit> {
+        let t = self.ep.poll_transmit(now, ready, buf)?;
+        if let Some(c) = self.capture.as_mut() {
+            c.push(buf[..t.len].to_vec());
+        }
+        Some(t)
+    }
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.ep.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.ep.handle_timeout(now);
+    }
+    fn handle_port_status(&mut self, now: Instant, port: u8, up: bool) {
+        self.ep.handle_port_status(now, port, up);
+    }
+    fn poll_event(&mut self) -> Option<Event> {
+        self.ep.poll_event()
     }
 }
 
-/// The fabric and its endpoints.
+/// The fabric and its hosts (host `i` is node `i`).
 pub struct Net {
-    pub eps: Vec<Endpoint>,
-    pub now: Instant,
+    pub h: Harness<Tap>,
     pub planes: usize,
     pub paths_per_plane: usize,
-    /// `specs[plane][path]`, used in both directions.
-    pub specs: Vec<Vec<PathSpec>>,
-    busy_until: Vec<Instant>,
-    queue: BinaryHeap<Reverse<(Instant, u64, usize)>>,
-    packets: Vec<Option<InFlight>>,
-    free: Vec<usize>,
-    order: u64,
-    pub rng: TestRng,
-    pub stats: FabricStats,
     pub srv6: bool,
-    /// Ports that refuse frames (TX full) at the moment, per host.
-    pub tx_full: Vec<u32>,
-    buf: Vec<u8>,
-    trim_size: usize,
-    /// When set, every frame sent is also kept here as (source host, port, bytes).
-    pub capture: Option<Vec<(usize, u8, Vec<u8>)>>,
-    /// Data frames carried per `[plane][path]` (both directions).
-    pub path_writes: Vec<Vec<u64>>,
-    /// ECMP mode: from this time on, switches hash with another salt (a remap).
-    pub remap_at: Option<Instant>,
+    /// Links between host pairs, `(a, b, link)` with `a < b` (forward = a → b).
+    links: Vec<(usize, usize, Link)>,
+    events: Vec<(usize, Event)>,
+    remapped: Arc<AtomicBool>,
 }
 
 /// How to build a [`Net`].
@@ -190,248 +201,230 @@ impl Default for NetBuilder {
     }
 }
 
+/// ECMP mode: the switches' hash (the harness's own), salted differently after a remap.
+fn ecmp_select(paths: usize, remapped: Arc<AtomicBool>) -> PathSelect {
+    PathSelect::Custom(Arc::new(move |info: &FrameInfo| {
+        let base = PathSelect::EcmpHash.select(info, 1 << 16);
+        if remapped.load(Ordering::Relaxed) {
+            (base.wrapping_mul(0x9e37_79b9) >> 7) % paths
+        } else {
+            base % paths
+        }
+    }))
+}
+
+/// SRv6 mode: the test plan's DA names the path.
+fn srv6_select() -> PathSelect {
+    PathSelect::Custom(Arc::new(|info: &FrameInfo| {
+        usize::from(info.outer_dst.segments()[3])
+    }))
+}
+
 impl NetBuilder {
     pub fn build(self) -> Net {
         let grid: Arc<dyn PathSource> = Arc::new(Grid {
             paths_per_plane: self.paths_per_plane,
         });
-        let eps: Vec<Endpoint> = (0..self.hosts)
-            .map(|h| {
-                let ports = (0..self.planes)
-                    .map(|p| {
-                        PortConfig::new(
-                            EthernetAddress([2, 0, 0, 0, h as u8, p as u8]),
-                            EthernetAddress([2, 0, 0, 0xff, 0, p as u8]),
-                        )
-                    })
-                    .collect();
-                let mode = if self.srv6 {
-                    PathMode::Srv6 {
-                        paths: grid.clone(),
-                        host: h as u32,
-                    }
+        let mut h = Harness::new(HarnessConfig {
+            seed: self.seed,
+            wire: WireConfig::default(),
+            trace: false,
+            frame_buffer: 16 * 1024,
+        });
+        for host in 0..self.hosts {
+            let ports: Vec<PortConfig> = (0..self.planes)
+                .map(|p| {
+                    PortConfig::new(
+                        EthernetAddress([2, 0, 0, 0, host as u8, p as u8]),
+                        EthernetAddress([2, 0, 0, 0xff, 0, p as u8]),
+                    )
+                })
+                .collect();
+            let mode = if self.srv6 {
+                PathMode::Srv6 {
+                    paths: grid.clone(),
+                    host: host as u32,
+                }
+            } else {
+                PathMode::Ecmp
+            };
+            let seed = self.seed ^ (host as u64 + 1).wrapping_mul(7919);
+            let mut cfg = EndpointConfig::new(seed, nic(host), ports, mode);
+            (self.tweak)(&mut cfg);
+            let ep = Endpoint::new(cfg).expect("valid config");
+            let tap = Tap { ep, capture: None };
+            let spec = NodeSpec {
+                addr: Some(nic(host)),
+                // NIC ports as fast as the paths behind them, with deep rings: the fabric's
+                // paths are what the scenarios vary.
+                ports: vec![
+                    PortModel {
+                        rate_bps: 0,
+                        tx_ring: 1 << 16,
+                    };
+                    self.planes
+                ],
+            };
+            h.add_node(tap, spec);
+        }
+        let remapped = Arc::new(AtomicBool::new(false));
+        let model = self.spec.model();
+        let mut links = Vec::new();
+        for a in 0..self.hosts {
+            for b in a + 1..self.hosts {
+                let select = if self.srv6 {
+                    srv6_select()
                 } else {
-                    PathMode::Ecmp
+                    ecmp_select(self.paths_per_plane, remapped.clone())
                 };
-                let mut cfg =
-                    EndpointConfig::new(self.seed ^ ((h as u64 + 1) * 7919), nic(h), ports, mode);
-                (self.tweak)(&mut cfg);
-                Endpoint::new(cfg).expect("valid config")
-            })
-            .collect();
-        let trim_size = usize::from(eps[0].config().wire.trim_size);
-        let buf = vec![0u8; eps[0].max_frame_len()];
-        let n = self.hosts;
+                let link = h.connect(
+                    NodeId(a),
+                    NodeId(b),
+                    &LinkSpec {
+                        ports: (0..self.planes as u8).collect(),
+                        paths_per_port: self.paths_per_plane,
+                        select,
+                        forward: model.clone(),
+                        reverse: model.clone(),
+                    },
+                );
+                links.push((a, b, link));
+            }
+        }
         Net {
-            tx_full: vec![0; n],
-            eps,
-            now: Instant(0),
+            h,
             planes: self.planes,
             paths_per_plane: self.paths_per_plane,
-            specs: vec![vec![self.spec; self.paths_per_plane]; self.planes],
-            busy_until: vec![Instant(0); n * n * self.planes * self.paths_per_plane],
-            queue: BinaryHeap::new(),
-            packets: Vec::new(),
-            free: Vec::new(),
-            order: 0,
-            rng: TestRng(self.seed.wrapping_mul(0x1234_5678_9abc_def1)),
-            stats: FabricStats::default(),
             srv6: self.srv6,
-            buf,
-            trim_size,
-            capture: None,
-            path_writes: vec![vec![0; self.paths_per_plane]; self.planes],
-            remap_at: None,
+            links,
+            events: Vec::new(),
+            remapped,
         }
     }
 }
 
 impl Net {
-    /// Where a frame from `src` on `port` goes: (destination host, path index).
-    fn route(&self, frame: &[u8]) -> Option<(usize, usize)> {
-        let outer = Ipv6Packet::new_checked(frame.get(14..)?).ok()?;
-        if self.srv6 {
-            let da = outer.dst_addr().segments();
-            Some((
-                usize::from(da[2]),
-                usize::from(da[3]) % self.paths_per_plane,
-            ))
-        } else {
-            let dst = outer.dst_addr().segments()[7] as usize - 1;
-            let udp = frame.get(54..56)?;
-            let sport = u64::from(u16::from_be_bytes([udp[0], udp[1]]));
-            let salt = if self.remap_at.is_some_and(|t| self.now >= t) {
-                0x5555_0000_0000
-            } else {
-                0
-            };
-            let mut h = (salt ^ (sport << 20) ^ u64::from(outer.flow_label()))
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            h ^= h >> 29;
-            Some((dst, (h % self.paths_per_plane as u64) as usize))
-        }
+    /// Host `i`'s endpoint.
+    pub fn ep(&mut self, i: usize) -> &mut Endpoint {
+        &mut self.h.node_mut(NodeId(i)).ep
     }
 
-    /// Whether a frame is an RDMA Write (BTH opcode 0xC6..=0xCB).
-    pub fn is_write(&self, frame: &[u8]) -> bool {
-        let bth = if self.srv6 {
-            14 + 40 + 40 + 8
-        } else {
-            14 + 40 + 8
-        };
-        frame.get(bth).is_some_and(|op| (0xC6..=0xCB).contains(op))
+    /// Host `i`'s endpoint, to read.
+    pub fn ep_ref(&self, i: usize) -> &Endpoint {
+        &self.h.node(NodeId(i)).ep
     }
 
-    fn enqueue(&mut self, at: Instant, host: usize, port: u8, bytes: Vec<u8>) {
-        let slot = InFlight { host, port, bytes };
-        let i = if let Some(i) = self.free.pop() {
-            self.packets[i] = Some(slot);
-            i
-        } else {
-            self.packets.push(Some(slot));
-            self.packets.len() - 1
-        };
-        self.order += 1;
-        self.queue.push(Reverse((at, self.order, i)));
+    pub fn now(&self) -> Instant {
+        self.h.now()
     }
 
-    /// A frame leaves `src` on `port`.
-    fn send(&mut self, src: usize, port: u8, mut bytes: Vec<u8>) {
-        self.stats.sent += 1;
-        if let Some(c) = self.capture.as_mut() {
-            c.push((src, port, bytes.clone()));
-        }
-        let Some((dst, path)) = self.route(&bytes) else {
-            panic!("unroutable frame from host {src}");
-        };
-        let plane = usize::from(port);
-        if self.is_write(&bytes) {
-            self.path_writes[plane][path] += 1;
-        }
-        let spec = self.specs[plane][path].clone();
-        if spec.is_down(self.now) {
-            self.stats.blackholed += 1;
-            if self.is_write(&bytes) {
-                self.stats.blackholed_data += 1;
-            }
-            return;
-        }
-        if spec.loss > 0.0 && self.rng.unit() < spec.loss {
-            self.stats.lost += 1;
-            return;
-        }
-        let k = ((src * self.eps.len() + dst) * self.planes + plane) * self.paths_per_plane + path;
-        let start = self.busy_until[k].max(self.now);
-        let backlog = if spec.rate_bps == 0 {
-            0
-        } else {
-            (u128::from((start - self.now).as_nanos()) * u128::from(spec.rate_bps) / 8_000_000_000)
-                as u64
-        };
-        let len = bytes.len();
-        let mut at;
-        if backlog + len as u64 > spec.queue_bytes {
-            if spec.trim && len > self.trim_size {
-                Ipv6Packet::new_unchecked(&mut bytes[14..]).set_dscp(Dscp(if spec.trim_last_hop {
-                    16
-                } else {
-                    12
-                }));
-                bytes.truncate(self.trim_size);
-                self.stats.trimmed += 1;
-                // Trimmed headers go out on a priority queue: latency only.
-                at = self.now + spec.latency;
-            } else {
-                self.stats.dropped_full += 1;
-                return;
-            }
-        } else {
-            let mut ip = Ipv6Packet::new_unchecked(&mut bytes[14..]);
-            if spec.ecn_bytes > 0 && backlog > spec.ecn_bytes && ip.ecn() != Ecn::NotEct {
-                ip.set_ecn(Ecn::Ce);
-                self.stats.marked += 1;
-            }
-            let tx = if spec.rate_bps == 0 {
-                Duration::ZERO
-            } else {
-                Duration((len as u128 * 8_000_000_000 / u128::from(spec.rate_bps)) as u64)
-            };
-            self.busy_until[k] = start + tx;
-            at = start + tx + spec.latency;
-        }
-        if spec.jitter.as_nanos() > 0 {
-            at += Duration(self.rng.next() % spec.jitter.as_nanos());
-        }
-        if spec.dup > 0.0 && self.rng.unit() < spec.dup {
-            self.stats.duplicated += 1;
-            let extra = Duration(1 + self.rng.next() % (spec.jitter.as_nanos() + 1_000));
-            self.enqueue(at + extra, dst, port, bytes.clone());
-        }
-        self.enqueue(at, dst, port, bytes);
+    /// Every path direction of the fabric.
+    fn all_paths(&self) -> impl Iterator<Item = mrc_transport::harness::PathId> + '_ {
+        self.links.iter().flat_map(|(_, _, l)| {
+            l.forward
+                .iter()
+                .chain(l.reverse.iter())
+                .flat_map(|v| v.iter().copied())
+        })
     }
 
-    /// Drain every endpoint's transmit queue into the fabric.
-    fn pump(&mut self) {
-        for h in 0..self.eps.len() {
-            let ready = PortMask(!self.tx_full[h]);
-            while let Some(t) = self.eps[h].poll_transmit(self.now, ready, &mut self.buf) {
-                let frame = self.buf[..t.len].to_vec();
-                self.send(h, t.port, frame);
+    /// Whole-fabric counters.
+    pub fn stats(&self) -> FabricStats {
+        let mut f = FabricStats::default();
+        for p in self.all_paths() {
+            let s = self.h.path_stats(p);
+            f.lost += s.lost;
+            f.blackholed += s.dropped_down;
+            f.trimmed += s.trimmed;
+            f.marked += s.ecn_marked;
+            f.duplicated += s.duplicated;
+        }
+        f
+    }
+
+    /// Frames host 0 sent to host 1 through `(plane, path)` that the path swallowed while
+    /// down (data and probes: the direction data flows).
+    pub fn swallowed_forward(&self, plane: usize, path: usize) -> u64 {
+        self.h
+            .path_stats(self.links[0].2.forward[plane][path])
+            .dropped_down
+    }
+
+    /// Frames each path of `plane` carried from host 0 to host 1.
+    pub fn forward_frames(&self, plane: usize) -> Vec<u64> {
+        self.links[0].2.forward[plane]
+            .iter()
+            .map(|&p| self.h.path_stats(p).enqueued)
+            .collect()
+    }
+
+    /// Take path `(plane, path)` down at `from`, both ways on every link, and up again at
+    /// `to` (never for `Instant::MAX`).
+    pub fn path_down(&mut self, plane: usize, path: usize, from: Instant, to: Instant) {
+        let ids: Vec<_> = self
+            .links
+            .iter()
+            .flat_map(|(_, _, l)| [l.forward[plane][path], l.reverse[plane][path]])
+            .collect();
+        for id in ids {
+            self.h.schedule_path(id, from, false);
+            if to != Instant::MAX {
+                self.h.schedule_path(id, to, true);
             }
         }
     }
 
-    /// The next time anything happens.
-    fn next_time(&self) -> Option<Instant> {
-        let pkt = self.queue.peek().map(|Reverse((t, _, _))| *t);
-        let timers = self.eps.iter().filter_map(Endpoint::poll_timeout).min();
-        match (pkt, timers) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+    /// ECMP mode: from the next frame on, switches hash differently (a remap).
+    pub fn remap(&mut self) {
+        self.remapped.store(true, Ordering::Relaxed);
     }
 
-    /// One step: send what is ready, then advance to the next event and process it.
-    /// `false` when nothing is left to happen.
-    pub fn step(&mut self) -> bool {
-        self.pump();
-        let Some(t) = self.next_time() else {
-            return false;
-        };
-        self.now = self.now.max(t);
-        while let Some(&Reverse((at, _, i))) = self.queue.peek() {
-            if at > self.now {
-                break;
-            }
-            self.queue.pop();
-            let p = self.packets[i].take().expect("queued packet");
-            self.free.push(i);
-            self.stats.delivered += 1;
-            self.eps[p.host].handle_packet(self.now, p.port, &p.bytes);
-        }
-        for ep in &mut self.eps {
-            if ep.poll_timeout().is_some_and(|d| d <= self.now) {
-                ep.handle_timeout(self.now);
-            }
-        }
-        self.pump();
-        true
+    /// Start or stop recording what host `i` sends.
+    pub fn capture(&mut self, i: usize, on: bool) {
+        self.h.node_mut(NodeId(i)).capture = on.then(Vec::new);
     }
 
-    /// Run until `done` holds, failing the test if virtual time passes `limit` first.
+    /// What host `i` sent while recording.
+    pub fn captured(&mut self, i: usize) -> Vec<Vec<u8>> {
+        self.h
+            .node_mut(NodeId(i))
+            .capture
+            .take()
+            .unwrap_or_default()
+    }
+
+    /// Asynchronous events host `i` reported since the last call.
+    pub fn events(&mut self, i: usize) -> Vec<Event> {
+        for (_, node, e) in self.h.take_events() {
+            self.events.push((node.0, e));
+        }
+        // Events of calls made outside a run (the harness drains them only while it runs).
+        while let Some(e) = self.ep(i).poll_event() {
+            self.events.push((i, e));
+        }
+        let (mine, rest) = self.events.drain(..).partition(|(h, _)| *h == i);
+        self.events = rest;
+        mine.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// Run until `done` holds (checked between events; it may call the endpoints), failing
+    /// the test if `limit` of virtual time passes first or the fabric goes idle.
     pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Net) -> bool) {
-        let end = self.now + limit;
+        let end = self.now() + limit;
         loop {
+            // Drain what the last call to `done` (or the test) posted.
+            self.h.run_for(Duration::ZERO);
             if done(self) {
                 return;
             }
             assert!(
-                self.now <= end,
-                "not done after {limit} of virtual time (now {})",
-                self.now
+                self.now() <= end,
+                "not done after {limit} (now {})",
+                self.now()
             );
-            if !self.step() {
-                assert!(done(self), "idle before done at {}", self.now);
+            if !self.h.step() {
+                self.h.run_for(Duration::ZERO);
+                assert!(done(self), "idle before done at {}", self.now());
                 return;
             }
         }
@@ -439,22 +432,43 @@ impl Net {
 
     /// Run for `d` of virtual time.
     pub fn run_for(&mut self, d: Duration) {
-        let end = self.now + d;
-        while self.now < end {
-            if !self.step() {
-                self.now = end;
-                return;
-            }
-            if self.next_time().is_some_and(|t| t > end) {
-                self.now = end;
-                return;
-            }
-        }
+        self.h.run_for(d);
     }
 
-    /// No packet in the fabric.
-    pub fn quiet(&self) -> bool {
-        self.queue.is_empty()
+    /// Run until nothing is left to happen, within `limit`.
+    pub fn run_until_idle(&mut self, limit: Duration) {
+        self.h
+            .run_until_idle(Bound::time(limit))
+            .expect("the fabric goes idle");
+    }
+}
+
+/// An endpoint like host `i`'s, outside any fabric (for verbs tests).
+pub fn standalone(i: usize) -> Endpoint {
+    let net = NetBuilder::default().build();
+    let cfg = net.ep_ref(i).config().clone();
+    Endpoint::new(cfg).expect("valid config")
+}
+
+/// Whether a frame is an RDMA Write.
+pub fn is_write(frame: &[u8]) -> bool {
+    let lenient = WireConfig {
+        verify_icrc: false,
+        ..WireConfig::default()
+    };
+    parse_frame(frame, &lenient).is_ok_and(|f| f.bth.opcode.is_write())
+}
+
+/// SplitMix64, for tests' own randomness.
+pub struct TestRng(pub u64);
+
+impl TestRng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
 }
 
@@ -500,7 +514,7 @@ impl Default for ConnOpts {
 /// Create, and move to RTS, a QP on each of `a` and `b`, connected to each other.
 pub fn connect(net: &mut Net, a: usize, b: usize, opts: ConnOpts) -> Conn {
     let mut side = |h: usize| {
-        let ep = &mut net.eps[h];
+        let ep = net.ep(h);
         let pd = ep.alloc_pd().unwrap();
         let cq = ep.create_cq(opts.cq_depth).unwrap();
         let qp = ep
@@ -527,9 +541,9 @@ pub fn connect(net: &mut Net, a: usize, b: usize, opts: ConnOpts) -> Conn {
         let peer_psn = if psn == 100 { 0xff_fff0 } else { 100 };
         let mut rtr = RtrAttr::new(remote, peer, peer_psn);
         rtr.mpr = opts.rtr_mpr;
-        net.eps[h].modify_qp(me, QpTransition::Rtr(rtr)).unwrap();
+        net.ep(h).modify_qp(me, QpTransition::Rtr(rtr)).unwrap();
         let rts = (opts.rts)(RtsAttr::new(psn));
-        net.eps[h].modify_qp(me, QpTransition::Rts(rts)).unwrap();
+        net.ep(h).modify_qp(me, QpTransition::Rts(rts)).unwrap();
     }
     Conn {
         a,
@@ -553,7 +567,7 @@ pub fn region(
     fill: impl Fn(usize) -> u8,
 ) -> MrKeys {
     let mem: Vec<u8> = (0..len).map(fill).collect();
-    net.eps[h]
+    net.ep(h)
         .reg_mr(
             pd,
             iova,
@@ -568,7 +582,7 @@ pub fn drain_cq(net: &mut Net, h: usize, cq: CqHandle) -> Vec<WorkCompletion> {
     let mut out = Vec::new();
     let mut buf = [WorkCompletion::EMPTY; 64];
     loop {
-        let n = net.eps[h].poll_cq(cq, &mut buf).unwrap();
+        let n = net.ep(h).poll_cq(cq, &mut buf).unwrap();
         out.extend_from_slice(&buf[..n]);
         if n < buf.len() {
             return out;
@@ -590,10 +604,26 @@ pub const DST: u64 = 0x7_0000_0000;
 /// Write `len` bytes from a to b (with an immediate when `imm`), run to completion, check
 /// every byte of b's region and both completions.
 pub fn write_and_check(net: &mut Net, c: &Conn, len: usize, imm: Option<u32>, salt: u64) {
+    let job = start_write(net, c, len, imm, salt);
+    finish_write(net, c, job);
+}
+
+/// A Write posted by [`start_write`], checked by [`finish_write`].
+#[derive(Debug, Clone, Copy)]
+pub struct WriteJob {
+    src: MrKeys,
+    dst: MrKeys,
+    len: usize,
+    imm: Option<u32>,
+    salt: u64,
+}
+
+/// Register the regions and post the Write of [`write_and_check`], without running.
+pub fn start_write(net: &mut Net, c: &Conn, len: usize, imm: Option<u32>, salt: u64) -> WriteJob {
     let src = region(net, c.a, c.pd_a, SRC, len.max(1), pattern(salt));
     let dst = region(net, c.b, c.pd_b, DST, len.max(1) + 64, |_| 0xee);
     if imm.is_some() {
-        net.eps[c.b]
+        net.ep(c.b)
             .post_recv(c.qp_b, &RecvWr { wr_id: 77 })
             .unwrap();
     }
@@ -602,7 +632,7 @@ pub fn write_and_check(net: &mut Net, c: &Conn, len: usize, imm: Option<u32>, sa
         length: len as u32,
         lkey: src.lkey,
     }];
-    net.eps[c.a]
+    net.ep(c.a)
         .post_send(
             c.qp_a,
             &SendWr {
@@ -615,6 +645,24 @@ pub fn write_and_check(net: &mut Net, c: &Conn, len: usize, imm: Option<u32>, sa
             },
         )
         .unwrap();
+    WriteJob {
+        src,
+        dst,
+        len,
+        imm,
+        salt,
+    }
+}
+
+/// Run a [`start_write`] Write to completion and check it (see [`write_and_check`]).
+pub fn finish_write(net: &mut Net, c: &Conn, job: WriteJob) {
+    let WriteJob {
+        src,
+        dst,
+        len,
+        imm,
+        salt,
+    } = job;
     let mut send_wcs = Vec::new();
     let mut recv_wcs = Vec::new();
     net.run_until(Duration::from_secs(10), |n| {
@@ -636,7 +684,7 @@ pub fn write_and_check(net: &mut Net, c: &Conn, len: usize, imm: Option<u32>, sa
     } else {
         assert!(recv_wcs.is_empty());
     }
-    let got = net.eps[c.b].mr_slice(dst.lkey).unwrap();
+    let got = net.ep(c.b).mr_slice(dst.lkey).unwrap();
     let want = pattern(salt);
     assert!(
         got[..32].iter().all(|&b| b == 0xee),
@@ -649,6 +697,6 @@ pub fn write_and_check(net: &mut Net, c: &Conn, len: usize, imm: Option<u32>, sa
         got[32 + len..].iter().all(|&b| b == 0xee),
         "bytes after the target untouched"
     );
-    net.eps[c.a].dereg_mr(src.lkey).unwrap();
-    net.eps[c.b].dereg_mr(dst.lkey).unwrap();
+    net.ep(c.a).dereg_mr(src.lkey).unwrap();
+    net.ep(c.b).dereg_mr(dst.lkey).unwrap();
 }
