@@ -46,7 +46,7 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     let (planes, racks, hosts_per_rack, gbps, size) = if o.quick {
         (2u8, 4u16, 4u16, 50u32, 512 * 1024u64)
     } else {
-        (8, 8, 16, 50, 16 << 20)
+        (8, 8, 16, 50, 8 << 20)
     };
     let plan = fabric_toml("lb", planes, racks, racks, hosts_per_rack, gbps, 512 * 1024);
     let hosts = u32::from(racks) * u32::from(hosts_per_rack);

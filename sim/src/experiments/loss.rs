@@ -37,7 +37,7 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     let (planes, racks, hpr, gbps, size) = if o.quick {
         (2u8, 2u16, 4u16, 50u32, 1u64 << 20)
     } else {
-        (8, 4, 8, 50, 8 << 20)
+        (8, 2, 8, 50, 4 << 20)
     };
     let plan = fabric_toml("loss", planes, racks, racks, hpr, gbps, 512 * 1024);
     let hosts = u32::from(racks) * u32::from(hpr);
