@@ -1,0 +1,129 @@
+//! The Prometheus endpoint during a run: scrape `mrc-perf --metrics` twice while it runs and
+//! find the per-plane, per-QP and per-EV counters there and moving.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Kills the run however the test ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn scrape(addr: &str) -> String {
+    let mut c = TcpStream::connect(addr).expect("the metrics endpoint accepts");
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(c, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    assert!(s.starts_with("HTTP/1.0 200 OK"), "{s}");
+    s
+}
+
+/// The value of the first series of `name` whose labels contain every one of `labels`.
+fn value(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .find(|l| labels.iter().all(|x| l.contains(x)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn counters_move_while_the_test_runs() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mrc-perf"))
+        .args([
+            "write_bw",
+            "-D",
+            "100us",
+            "--run_infinitely",
+            "--metrics",
+            "127.0.0.1:0",
+            "--loss=0.001",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mrc-perf starts");
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let _run = Running(child);
+    // Keep reading the period lines so the run never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = BufReader::new(stdout).read_to_end(&mut sink);
+    });
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("metrics: http://")
+                .and_then(|r| r.strip_suffix("/metrics"))
+                .map(str::to_owned)
+        })
+        .expect("mrc-perf names its metrics address");
+    std::thread::spawn(move || lines.for_each(drop));
+
+    let series = "mrc_port_xmit_data_bytes_total";
+    let plane0 = ["host=\"h0\"", "plane=\"0\"", "test=\"write_bw\""];
+    let mut first = scrape(&addr);
+    // The first samples may not have been published yet.
+    for _ in 0..100 {
+        if value(&first, series, &plane0).is_some_and(|v| v > 0.0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        first = scrape(&addr);
+    }
+    let a = value(&first, series, &plane0).expect("per-plane transmit bytes");
+    assert!(a > 0.0);
+    let mut b = a;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(50));
+        b = value(&scrape(&addr), series, &plane0).unwrap();
+        if b > a {
+            break;
+        }
+    }
+    assert!(b > a, "the counter moved: {a} -> {b}");
+    let last = scrape(&addr);
+    for plane in 0..4 {
+        let p = format!("plane=\"{plane}\"");
+        assert!(value(&last, series, &["host=\"h0\"", &p]).is_some_and(|v| v > 0.0));
+        assert!(
+            value(&last, "mrc_port_rcv_data_bytes_total", &["host=\"h2\"", &p])
+                .is_some_and(|v| v > 0.0)
+        );
+    }
+    for (name, labels) in [
+        (
+            "mrc_qp_retransmitted_packets_total",
+            &["cause=\"inferred\""][..],
+        ),
+        ("mrc_local_ack_timeout_err_total", &["host=\"h0\""][..]),
+        ("mrc_duplicate_request_total", &["host=\"h2\""][..]),
+        ("mrc_out_of_sequence_total", &["host=\"h2\""][..]),
+        ("mrc_np_ecn_marked_packets_total", &["host=\"h2\""][..]),
+        ("mrc_plane_trimmed_packets_total", &["plane=\"1\""][..]),
+        ("mrc_ev_state", &["ev=\"0\"", "plane=\"0\""][..]),
+    ] {
+        assert!(
+            value(&last, name, labels).is_some(),
+            "{name} {labels:?} in\n{last}"
+        );
+    }
+    // 0.1 % loss on every link: retransmissions by some cause.
+    let retx: f64 = last
+        .lines()
+        .filter(|l| l.starts_with("mrc_qp_retransmitted_packets_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(retx > 0.0, "lossy links retransmit");
+}
