@@ -249,6 +249,12 @@ impl Endpoint {
             qp.in_tx_queue = true;
             self.tx_queue.push_back(idx as u32);
         }
+        // Only something that can bring the deadline earlier needs a new timer entry; a
+        // later deadline is found when the armed one fires (spurious wake-ups are harmless).
+        if !qp.timers_dirty && qp.armed.is_some() {
+            return;
+        }
+        qp.timers_dirty = false;
         if let Some(d) = qp.deadline(now, &self.ccs)
             && qp.armed.is_none_or(|a| d < a)
         {

@@ -51,6 +51,8 @@ pub struct EvTable {
     skipped: Vec<EvId>,
     retired: Vec<EvId>,
     next_probe_at: Option<Instant>,
+    /// Probes awaiting an answer (none: the per-packet deadline check skips them).
+    probes_out: u32,
     probe_min: Duration,
     probe_max: Duration,
     reverse: Vec<Option<EvId>>,
@@ -135,6 +137,7 @@ impl EvTable {
             skipped: Vec::with_capacity(n),
             retired: Vec::with_capacity(n),
             next_probe_at: None,
+            probes_out: 0,
             probe_min: timers.probe_interval_min,
             probe_max: timers.probe_interval_max,
             changes: VecDeque::with_capacity(MAX_CHANGES),
@@ -365,6 +368,9 @@ impl EvTable {
         let plane = usize::from(self.evs[usize::from(id)].plane);
         let was_active = self.evs[usize::from(id)].role == EvRole::Active;
         self.retired.retain(|&r| r != id);
+        if self.evs[usize::from(id)].probe.outstanding.take().is_some() {
+            self.probes_out -= 1;
+        }
         self.take_out(id, EvState::Denied);
         if was_active
             && let Some(b) = self.plane_range(plane).find(|&b| {
@@ -416,7 +422,9 @@ impl EvTable {
     /// A probe left on `id`.
     pub fn on_probe_sent(&mut self, id: EvId, now: Instant) {
         let e = &mut self.evs[usize::from(id)];
-        e.probe.outstanding = Some(now);
+        if e.probe.outstanding.replace(now).is_none() {
+            self.probes_out += 1;
+        }
         e.stats.probes_sent += 1;
         self.refresh_next_probe();
     }
@@ -435,6 +443,7 @@ impl EvTable {
         if e.probe.outstanding.take().is_none() {
             return false;
         }
+        self.probes_out -= 1;
         e.stats.probes_ok += 1;
         e.probe.successes += 1;
         if e.probe.successes < needed {
@@ -451,6 +460,9 @@ impl EvTable {
 
     /// Probes unanswered for `timeout` failed: their EVs start over and back off.
     pub fn on_probe_timeouts(&mut self, now: Instant, timeout: Duration) -> u32 {
+        if self.probes_out == 0 {
+            return 0;
+        }
         let mut failed = 0;
         for &id in &self.retired {
             let p = &mut self.evs[usize::from(id)].probe;
@@ -463,6 +475,7 @@ impl EvTable {
                 failed += 1;
             }
         }
+        self.probes_out -= failed;
         if failed > 0 {
             self.refresh_next_probe();
         }
@@ -471,6 +484,9 @@ impl EvTable {
 
     /// When the probe machinery next needs attention: a probe due, or an answer overdue.
     pub fn probe_deadline(&self, timeout: Duration) -> Option<Instant> {
+        if self.probes_out == 0 {
+            return self.next_probe_at;
+        }
         let overdue = self
             .retired
             .iter()
@@ -525,6 +541,7 @@ impl EvTable {
         self.retired.clear();
         self.skipped.clear();
         self.next_probe_at = None;
+        self.probes_out = 0;
         self.reverse.iter_mut().for_each(|r| *r = None);
         self.assign_roles();
     }

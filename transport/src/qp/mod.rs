@@ -106,6 +106,9 @@ pub(crate) struct Qp {
     pub armed: Option<Instant>,
     /// Data waits for the congestion controller's pacing.
     paced: bool,
+    /// Something that can move this QP's deadline earlier happened since the endpoint last
+    /// read it (plain sends into a busy flight cannot, so the per-packet path skips the read).
+    pub timers_dirty: bool,
 }
 
 impl Qp {
@@ -133,6 +136,7 @@ impl Qp {
             in_ctrl_queue: false,
             armed: None,
             paced: false,
+            timers_dirty: true,
         }
     }
 
@@ -154,6 +158,7 @@ impl Qp {
 
     /// Apply a `modify_qp` transition.
     pub fn modify(&mut self, t: QpTransition, ctx: &mut Ctx<'_>) -> Result<(), VerbsError> {
+        self.timers_dirty = true;
         t.check_from(self.state)?;
         let cfg = ctx.cfg;
         match t {
@@ -462,6 +467,7 @@ impl Qp {
     /// Timers: whatever is due at `now`.
     pub fn on_timeout(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
         self.paced = false;
+        self.timers_dirty = true;
         if let Some(trigger) = self.resp.as_mut().and_then(|r| r.take_due_sack(now)) {
             self.queue_sack(trigger, ctx);
         }

@@ -143,6 +143,7 @@ impl Qp {
         };
         if slot.ctrl.next_send_time(now).is_some_and(|t| t > now) {
             self.paced = true;
+            self.timers_dirty = true;
             return TxOutcome::Idle;
         }
         if let Some(seq) = req.flight.next_retransmit() {
@@ -267,7 +268,8 @@ impl Qp {
             return TxOutcome::Idle;
         };
 
-        // Commit.
+        // Commit. A first packet into an empty flight starts its timers.
+        self.timers_dirty |= req.flight.is_empty();
         if retx.is_some() {
             req.flight.retransmit(now, seq, ev);
             // Go-back-N resends are counted as they leave (one rewind resends many).
@@ -349,6 +351,7 @@ impl Qp {
         let t = frames::emit_control(cfg, r, buf).ok()?;
         paths.table.on_probe_sent(ev, now);
         self.stats.probes_sent += 1;
+        self.timers_dirty = true;
         Some(t)
     }
 
@@ -361,6 +364,7 @@ impl Qp {
         ccs: &CcStateRepr,
         ctx: &mut Ctx<'_>,
     ) {
+        self.timers_dirty = true;
         if self.state != QpState::Rts {
             ctx.drop_frame(DropReason::WrongState);
             return;
@@ -512,6 +516,7 @@ impl Qp {
     /// A NACK (brief §2.10): trims resend at once on another EV; other retriable reasons
     /// resend and spend the retry budget; UNEXP_EVENT fails the QP.
     pub(crate) fn on_nack(&mut self, now: Instant, neth: &NethRepr, ctx: &mut Ctx<'_>) {
+        self.timers_dirty = true;
         if self.state != QpState::Rts {
             ctx.drop_frame(DropReason::WrongState);
             return;
@@ -625,6 +630,7 @@ impl Qp {
 
     /// A transport ACK (brief §2.13): every message up to its MSN is complete at the peer.
     pub(crate) fn on_ack(&mut self, aeth: &AethRepr, ctx: &mut Ctx<'_>) {
+        self.timers_dirty = true;
         if self.state != QpState::Rts {
             ctx.drop_frame(DropReason::WrongState);
             return;

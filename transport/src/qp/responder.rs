@@ -104,6 +104,7 @@ impl Qp {
         if !self.receiving(ctx) {
             return;
         }
+        self.timers_dirty = true;
         let Some(resp) = self.resp.as_mut() else {
             return;
         };
