@@ -18,6 +18,7 @@
 //! random draw comes from seeded generators: the same inputs give byte-identical reports.
 #![forbid(unsafe_code)]
 
+pub mod allreduce;
 pub mod app;
 pub mod config;
 pub mod experiments;

@@ -59,3 +59,24 @@ fn an_ecmp_fabric_delivers_a_permutation() {
     s.run_to_completion(limit(), &mut |_| {}).unwrap();
     assert_eq!(w.verify().unwrap().messages, 16);
 }
+
+#[test]
+fn a_ring_all_reduce_sums_every_rank_under_a_link_failure() {
+    use mrc_sim::allreduce::RingAllReduce;
+    use mrc_sim::{ConnOpts, Fault, FaultKind};
+    use mrc_srv6::plan::{NodeId, SwitchId};
+    let mut s = sim(SMALL16, SimConfig::default());
+    // Eight ranks spread over the racks, ring order across racks.
+    let ranks = [0, 4, 8, 12, 1, 5, 9, 13];
+    let ar = RingAllReduce::install(&mut s, &ranks, 64 * 1024, ConnOpts::default()).unwrap();
+    s.schedule(Fault::at_us(
+        10,
+        FaultKind::LinkDown(
+            NodeId::Switch(SwitchId::t0(1, 1)),
+            NodeId::Switch(SwitchId::t1(1, 0)),
+        ),
+    ));
+    s.run_to_completion(limit(), &mut |_| {}).unwrap();
+    ar.verify(&s).unwrap();
+    assert!(ar.finish_times().iter().all(Option::is_some));
+}
