@@ -335,3 +335,58 @@ fn a_peer_that_disappears_exhausts_the_retry_budget_and_flushes() {
     assert!(fatal);
     assert!(n.ep(1).mr_slice(dst.lkey).unwrap().iter().all(|&b| b == 0));
 }
+
+#[test]
+fn denied_evs_are_never_used_nor_probed_until_allowed() {
+    let mut n = net(2, 4, PathSpec::default(), 12);
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    let denied: Vec<u16> = n
+        .ep(0)
+        .ev_stats(c.qp_a)
+        .iter()
+        .take(3)
+        .map(|e| e.id)
+        .collect();
+    for &ev in &denied {
+        n.ep(0).deny_ev(c.qp_a, ev).unwrap();
+    }
+    assert!(n.ep(0).deny_ev(c.qp_a, 999).is_err());
+    write_and_check(&mut n, &c, 4 << 20, None, 12);
+    n.run_for(Duration::from_millis(5));
+    for e in n.ep(0).ev_stats(c.qp_a) {
+        if denied.contains(&e.id) {
+            assert_eq!(e.state, EvState::Denied);
+            assert_eq!(
+                (e.stats.packets, e.stats.probes_sent),
+                (0, 0),
+                "EV {}",
+                e.id
+            );
+        } else {
+            assert_eq!(e.state, EvState::Good);
+        }
+    }
+    let events = n.events(0);
+    let to_denied = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::EvState {
+                    to: EvState::Denied,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(to_denied, 3);
+    for &ev in &denied {
+        n.ep(0).allow_ev(c.qp_a, ev).unwrap();
+    }
+    assert!(
+        n.ep(0)
+            .ev_stats(c.qp_a)
+            .iter()
+            .all(|e| e.state == EvState::Good)
+    );
+}

@@ -10,14 +10,14 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use crate::config::{ConfigError, EndpointConfig};
 use crate::ctx::{CcTable, Ctx};
-use crate::ev::EvInfo;
+use crate::ev::{EvId, EvInfo};
 use crate::event::EventQueue;
 use crate::qp::Qp;
 use crate::rng::Rng;
 use crate::slab::Slab;
 use crate::stats::{EndpointStats, PlaneStats, QpStats};
 use crate::time::Instant;
-use crate::verbs::{Cq, MrTable, Qpn};
+use crate::verbs::{Cq, MrTable, Qpn, VerbsError};
 
 use datapath::EndpointOp;
 pub use datapath::PortMask;
@@ -163,6 +163,38 @@ impl Endpoint {
                 }
             })
             .collect()
+    }
+
+    /// Deny an EV of a QP (the operator's deny-list, brief §3.1): it is never used or probed
+    /// until [`allow_ev`](Self::allow_ev); a backup of its plane takes its place.
+    pub fn deny_ev(&mut self, qpn: Qpn, ev: EvId) -> Result<(), VerbsError> {
+        self.ev_admin(qpn, ev, true)
+    }
+
+    /// Lift a deny: the EV is GOOD again (active if its plane is short of EVs).
+    pub fn allow_ev(&mut self, qpn: Qpn, ev: EvId) -> Result<(), VerbsError> {
+        self.ev_admin(qpn, ev, false)
+    }
+
+    fn ev_admin(&mut self, qpn: Qpn, ev: EvId, deny: bool) -> Result<(), VerbsError> {
+        let idx = self.qps.index_of(qpn.0).ok_or(VerbsError::InvalidQp(qpn))?;
+        self.with_qp(idx, |qp, _| {
+            let table = &mut qp
+                .paths
+                .as_mut()
+                .ok_or(VerbsError::InvalidState(qp.state))?
+                .table;
+            if table.get(ev).is_none() {
+                return Err(VerbsError::InvalidAttr("no such EV"));
+            }
+            if deny {
+                table.deny(ev);
+            } else {
+                table.allow(ev);
+            }
+            Ok(())
+        })
+        .ok_or(VerbsError::InvalidQp(qpn))?
     }
 
     /// The congestion controller a QP uses (shared with the other QPs to the same peer).
