@@ -26,6 +26,9 @@ use smoltcp::wire::{IpProtocol, Ipv6Packet, Ipv6Repr};
 
 /// Ethernet + IPv6 + NS/NA (24 bytes) + a link-layer address option (8 bytes).
 pub const NDP_FRAME_LEN: usize = 14 + 40 + 32;
+/// ICMPv6 types of the two messages handled here (RFC 4861 §4.3, §4.4).
+const NEIGHBOR_SOLICIT: u8 = 135;
+const NEIGHBOR_ADVERT: u8 = 136;
 /// Replies waiting to leave, at most (more solicitations are counted and ignored).
 const MAX_PENDING: usize = 64;
 
@@ -211,6 +214,12 @@ impl Ndp {
         let Some(p) = self.ports.get(usize::from(port)) else {
             return;
         };
+        // ICMPv6 type, behind Ethernet and a fixed IPv6 header: other messages (MLD, router
+        // discovery, echo) are not ours to judge.
+        if !matches!(frame.get(54), Some(&(NEIGHBOR_SOLICIT | NEIGHBOR_ADVERT))) {
+            self.stats.ignored += 1;
+            return;
+        }
         let Some((eth_src, ip, repr)) = parse(frame) else {
             self.stats.invalid += 1;
             return;

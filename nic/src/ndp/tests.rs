@@ -145,11 +145,18 @@ fn frames_failing_rfc_4861_checks_are_dropped() {
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0xff; // bad checksum
     let multicast_target = solicit("ff02::1".parse().unwrap(), ll);
-    for frame in [&routed, &corrupt, &multicast_target, &routed[..30].to_vec()] {
+    let mut truncated = solicit(NIC, ll);
+    truncated.truncate(60);
+    for frame in [&routed, &corrupt, &multicast_target, &truncated] {
         n.handle_frame(0, frame);
     }
+    // Other ICMPv6 messages (an MLD report here) are left alone.
+    let mut mld = solicit(NIC, ll);
+    mld[54] = 143;
+    n.handle_frame(0, &mld);
     assert!(sent(&mut n, Instant::ZERO).is_empty());
     assert_eq!(n.stats().invalid, 4);
+    assert_eq!(n.stats().ignored, 1);
     assert_eq!(n.stats().solicitations_received, 0);
 }
 

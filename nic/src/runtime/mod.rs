@@ -43,6 +43,8 @@ pub struct NicRunner<P: PacketIo> {
     doorbell_budget: usize,
     link_poll_interval: mrc_transport::Duration,
     idle: IdlePolicy,
+    /// Clears `running` when the runner goes (returned from `run`, dropped, or unwound).
+    _running: RunningFlag,
 }
 
 impl<P: PacketIo> std::fmt::Debug for NicRunner<P> {
@@ -132,6 +134,7 @@ impl<P: PacketIo> NicRunner<P> {
             doorbell_budget: config.doorbell_budget.max(1),
             link_poll_interval: config.link_poll_interval,
             idle: config.idle,
+            _running: RunningFlag(Arc::clone(&shared)),
         };
         runner.learn_neighbours(Instant::ZERO);
         for p in 0..ports as u8 {
@@ -143,7 +146,6 @@ impl<P: PacketIo> NicRunner<P> {
     /// Polls until [`NicHandle::request_stop`] (or [`Nic::shutdown`]); returns the ports and
     /// the final counters. Call it on the thread that owns the ports from now on.
     pub fn run(mut self) -> Result<NicExit<P>, NicError> {
-        let _running = RunningFlag(Arc::clone(&self.shared));
         let _thread = self.io.enter_thread()?;
         while !self.shared.stop.load(Ordering::Relaxed) {
             if self.poll_once() {
@@ -158,6 +160,29 @@ impl<P: PacketIo> NicRunner<P> {
         }
         let stats = self.stats();
         Ok(NicExit { io: self.io, stats })
+    }
+
+    /// Runs `f` on a helper thread while this thread polls, until `f` returns; for control
+    /// calls (which wait for the poll loop) from a program that polls on its own thread, e.g.
+    /// an application running the NIC loop and its own work on one lcore.
+    pub fn poll_while<R: Send, F: FnOnce() -> R + Send>(&mut self, f: F) -> R {
+        std::thread::scope(|s| {
+            let helper = s.spawn(f);
+            while !helper.is_finished() {
+                if !self.poll_once() {
+                    std::hint::spin_loop();
+                }
+            }
+            match helper.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
+    /// The ports (e.g. to read link state while the loop does not run).
+    pub fn io(&self) -> &P {
+        &self.io
     }
 
     /// Counters, the ports' included.
@@ -308,8 +333,9 @@ impl<P: PacketIo> NicRunner<P> {
     }
 }
 
-/// Clears `running` when the poll loop ends, by return or by panic, and drops the control
-/// commands still queued so that their callers get [`NicError::Stopped`] at once.
+/// Clears `running` when the runner ends (its loop returned, it was dropped, or a panic
+/// unwound it), and drops the control commands still queued so that their callers get
+/// [`NicError::Stopped`] at once.
 struct RunningFlag(Arc<Shared>);
 
 impl Drop for RunningFlag {
