@@ -137,10 +137,17 @@ impl Transport {
                 mode: TransportMode::RoceLike,
             },
         };
+        // Go-back-N recovers a lost tail only by the QP retry timer: give the baseline the
+        // OCP example's 262 µs (exponent 8) rather than the engine's 16.8 ms default.
+        let timeout = match self {
+            Self::Mrc => ConnOpts::default().timeout,
+            Self::RoceLike => 8,
+        };
         WorkloadOpts {
             qps_per_pair,
             conn: ConnOpts {
                 init,
+                timeout,
                 ..ConnOpts::default()
             },
         }

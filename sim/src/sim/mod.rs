@@ -84,6 +84,8 @@ pub struct ConnOpts {
     pub cap: QpCap,
     /// MPR both ways (PSNs).
     pub mpr: u32,
+    /// QP retry timeout exponent (1.024 µs × 2^n, brief §3.7).
+    pub timeout: u8,
 }
 
 impl Default for ConnOpts {
@@ -96,6 +98,7 @@ impl Default for ConnOpts {
                 max_send_sge: 4,
             },
             mpr: mrc_transport::config::defaults::MPR,
+            timeout: mrc_transport::config::defaults::TIMEOUT_EXPONENT,
         }
     }
 }
@@ -331,6 +334,7 @@ impl Sim {
             rtr.mpr = opts.mpr;
             let mut rts = RtsAttr::new(0);
             rts.mpr = opts.mpr;
+            rts.timeout = opts.timeout;
             let ep = &mut self.hosts[h as usize].ep;
             let verbs = |source| SimError::Verbs { host: h, source };
             ep.modify_qp(me, QpTransition::Rtr(rtr)).map_err(verbs)?;
