@@ -389,120 +389,6 @@ impl EvTable {
         }
     }
 
-    // Probing (brief §3.3): retired EVs are probed, spaced by the minimum interval while they
-    // answer, backing off exponentially while they do not; `probe_successes` answers in a row
-    // bring one back.
-
-    /// A retired EV whose probe is due.
-    pub fn probe_due(&mut self, now: Instant) -> Option<EvId> {
-        if self.next_probe_at.is_none_or(|t| t > now) {
-            return None;
-        }
-        let due = self.retired.iter().copied().find(|&id| {
-            let p = &self.evs[usize::from(id)].probe;
-            p.outstanding.is_none() && p.next_at <= now
-        });
-        if due.is_none() {
-            self.refresh_next_probe();
-        }
-        due
-    }
-
-    fn refresh_next_probe(&mut self) {
-        self.next_probe_at = self
-            .retired
-            .iter()
-            .filter_map(|&id| {
-                let p = &self.evs[usize::from(id)].probe;
-                p.outstanding.is_none().then_some(p.next_at)
-            })
-            .min();
-    }
-
-    /// A probe left on `id`.
-    pub fn on_probe_sent(&mut self, id: EvId, now: Instant) {
-        let e = &mut self.evs[usize::from(id)];
-        if e.probe.outstanding.replace(now).is_none() {
-            self.probes_out += 1;
-        }
-        e.stats.probes_sent += 1;
-        self.refresh_next_probe();
-    }
-
-    /// Whether `id` has a probe awaiting its answer.
-    pub fn probe_outstanding(&self, id: EvId) -> bool {
-        self.evs
-            .get(usize::from(id))
-            .is_some_and(|e| e.probe.outstanding.is_some())
-    }
-
-    /// The probe on `id` was answered. `true` when that brought the EV back.
-    pub fn on_probe_answer(&mut self, id: EvId, now: Instant) -> bool {
-        let needed = self.profile.probe_successes;
-        let e = &mut self.evs[usize::from(id)];
-        if e.probe.outstanding.take().is_none() {
-            return false;
-        }
-        self.probes_out -= 1;
-        e.stats.probes_ok += 1;
-        e.probe.successes += 1;
-        if e.probe.successes < needed {
-            e.probe.next_at = now + self.probe_min;
-            e.probe.interval = self.probe_min;
-            self.refresh_next_probe();
-            return false;
-        }
-        self.retired.retain(|&r| r != id);
-        self.restore(id);
-        self.refresh_next_probe();
-        true
-    }
-
-    /// Probes unanswered for `timeout` failed: their EVs start over and back off.
-    pub fn on_probe_timeouts(&mut self, now: Instant, timeout: Duration) -> u32 {
-        if self.probes_out == 0 {
-            return 0;
-        }
-        let mut failed = 0;
-        for &id in &self.retired {
-            let p = &mut self.evs[usize::from(id)].probe;
-            if p.outstanding.is_some_and(|t| t + timeout <= now) {
-                p.outstanding = None;
-                p.successes = 0;
-                p.interval = Duration((p.interval.as_nanos() * 2).min(self.probe_max.as_nanos()));
-                p.next_at = now + p.interval;
-                self.evs[usize::from(id)].stats.probes_failed += 1;
-                failed += 1;
-            }
-        }
-        self.probes_out -= failed;
-        if failed > 0 {
-            self.refresh_next_probe();
-        }
-        failed
-    }
-
-    /// When the probe machinery next needs attention: a probe due, or an answer overdue.
-    pub fn probe_deadline(&self, timeout: Duration) -> Option<Instant> {
-        if self.probes_out == 0 {
-            return self.next_probe_at;
-        }
-        let overdue = self
-            .retired
-            .iter()
-            .filter_map(|&id| {
-                self.evs[usize::from(id)]
-                    .probe
-                    .outstanding
-                    .map(|t| t + timeout)
-            })
-            .min();
-        match (self.next_probe_at, overdue) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
     /// EVs currently retired (ASSUMED_BAD).
     pub fn retired_count(&self) -> usize {
         self.retired.len()
@@ -651,5 +537,6 @@ fn pick_distinct(count: usize, want: usize, rng: &mut Rng) -> Vec<usize> {
     out
 }
 
+mod probe;
 #[cfg(test)]
 mod tests;

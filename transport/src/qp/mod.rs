@@ -2,6 +2,7 @@
 //! halves of MRC reliability: the requester (it sends Writes: `requester.rs`) and the
 //! responder (it places them and answers: `responder.rs`). Frames are built in `frames.rs`.
 
+mod feedback;
 pub(crate) mod frames;
 mod requester;
 mod responder;
