@@ -33,3 +33,64 @@ fn single_path_writes_of_every_shape_land_byte_for_byte() {
     assert_eq!(r.duplicates, 0);
     assert_eq!(net.ep(1).stats().drops.total(), 0);
 }
+
+#[test]
+fn a_write_the_responder_refuses_fails_with_a_remote_access_error() {
+    use common::{drain_cq, pattern, region};
+    use mrc_transport::Duration;
+    use mrc_transport::verbs::{QpState, SendOpcode, SendWr, Sge, WcStatus};
+
+    let mut net = NetBuilder::default().build();
+    let c = connect(&mut net, 0, 1, ConnOpts::default());
+    let src = region(&mut net, 0, c.pd_a, 0x1000, 64 << 10, pattern(1));
+    let dst = region(&mut net, 1, c.pd_b, 0x8000, 16 << 10, |_| 0);
+    let post = |net: &mut common::Net, id: u64, rkey: u32, len: u32| {
+        let sge = [Sge {
+            addr: 0x1000,
+            length: len,
+            lkey: src.lkey,
+        }];
+        net.ep(0)
+            .post_send(
+                c.qp_a,
+                &SendWr {
+                    wr_id: id,
+                    opcode: SendOpcode::Write,
+                    sg_list: &sge,
+                    remote_addr: 0x8000,
+                    rkey,
+                    signaled: true,
+                },
+            )
+            .unwrap();
+    };
+    post(&mut net, 1, dst.rkey, 8192); // fine
+    post(&mut net, 2, dst.rkey, 64 << 10); // runs past the 16 KiB region
+    post(&mut net, 3, dst.rkey, 100); // queued behind the failure
+    let mut wcs = Vec::new();
+    net.run_until(Duration::from_millis(100), |n| {
+        wcs.extend(drain_cq(n, 0, c.cq_a));
+        wcs.len() == 3
+    });
+    let got: Vec<(u64, WcStatus)> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(
+        got,
+        [
+            (1, WcStatus::Success),
+            (2, WcStatus::RemoteAccessError),
+            (3, WcStatus::WrFlushError)
+        ]
+    );
+    assert_eq!(net.ep(0).query_qp(c.qp_a).unwrap().state, QpState::Error);
+    let r = net.ep(1).qp_stats(c.qp_b).unwrap();
+    assert!(r.access_errors > 0);
+    assert_eq!(
+        net.ep(1).query_qp(c.qp_b).unwrap().state,
+        QpState::Rts,
+        "the responder refuses the packets, not the QP"
+    );
+    // What fitted the region before the error was written; nothing beyond it.
+    let mem = net.ep(1).mr_slice(dst.lkey).unwrap();
+    let want = pattern(1);
+    assert!(mem[..8192].iter().enumerate().all(|(i, &b)| b == want(i)));
+}
