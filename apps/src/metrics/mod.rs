@@ -380,4 +380,66 @@ mod tests {
         );
         assert!(text.contains("# TYPE mrc_port_rcv_data_bytes_total counter"));
     }
+
+    /// A snapshot with one plane, one QP and one EV: every family has a series.
+    fn full() -> Snapshot {
+        let mut h = HostCounters::new(0, &[PlaneStats::default()], &[], EndpointStats::default());
+        h.qps.push(crate::perf::counters::QpRow {
+            host: 0,
+            qpn: 0x4000,
+            stats: mrc_transport::stats::QpStats::default(),
+        });
+        h.evs.push(crate::perf::counters::EvRow {
+            host: 0,
+            qpn: 0x4000,
+            ev: 3,
+            plane: 0,
+            state: mrc_transport::ev::EvState::AssumedBad,
+            packets: 1,
+            bytes: 2,
+            retransmits: 0,
+            trims: 0,
+            nacks: 0,
+            ecn: 0,
+            timeouts: 0,
+            state_changes: 1,
+            srtt_ns: 0,
+        });
+        Snapshot {
+            at_ns: 1,
+            hosts: vec![h],
+        }
+    }
+
+    #[test]
+    fn dashboard_and_docs_name_only_exported_metrics() {
+        let e = Exporter::new(&[]);
+        e.publish(&full());
+        let text = e.render();
+        assert!(
+            text.contains("mrc_ev_state{host=\"h0\",qp=\"0x4000\",ev=\"3\",plane=\"0\"} 2"),
+            "{text}"
+        );
+        let exported = |name: &str| {
+            text.lines()
+                .any(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        };
+        for doc in [
+            include_str!("../../../dashboards/grafana-mrc.json"),
+            include_str!("../../../docs/metrics.md"),
+        ] {
+            let mut rest = doc;
+            while let Some(i) = rest.find("mrc_") {
+                let name: String = rest[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[i + name.len()..];
+                if name.ends_with('_') || name == "mrc_rs" {
+                    continue;
+                }
+                assert!(exported(&name), "{name} is named but not exported");
+            }
+        }
+    }
 }

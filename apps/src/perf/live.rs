@@ -1,6 +1,7 @@
-//! Live per-plane bandwidth on stderr while a test runs: payload bits each plane sent (all
-//! hosts, retransmissions included) over the last sample, the retransmissions so far and the
-//! EVs out of service. Stdout keeps perftest's tables for scripts.
+//! Live per-plane bandwidth on stderr while a test runs: the payload each plane delivered
+//! (placed at the receiving hosts, duplicates excluded) over the last sample, so a failed
+//! path shows as a dip on its plane; then the retransmissions so far and the EVs out of
+//! service. Stdout keeps perftest's tables for scripts.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -11,7 +12,7 @@ use super::counters::Snapshot;
 #[derive(Debug)]
 pub struct Live {
     last_ns: u64,
-    last_tx: Vec<u64>,
+    last_rx: Vec<u64>,
     /// Samples closer than this to the previous one (the end of a run) are not printed.
     min_ns: u64,
 }
@@ -20,7 +21,7 @@ impl Live {
     pub fn new(planes: u8, min_ns: u64) -> Self {
         Self {
             last_ns: 0,
-            last_tx: vec![0; usize::from(planes)],
+            last_rx: vec![0; usize::from(planes)],
             min_ns: min_ns.max(1),
         }
     }
@@ -36,16 +37,16 @@ impl Live {
         let mut bad = 0;
         for r in &rows {
             let p = usize::from(r.plane);
-            let prev = self.last_tx.get(p).copied().unwrap_or(0);
-            let gbps = (r.tx_bytes - prev) as f64 * 8.0 / dt as f64;
+            let prev = self.last_rx.get(p).copied().unwrap_or(0);
+            let gbps = (r.rx_bytes - prev) as f64 * 8.0 / dt as f64;
             let _ = write!(line, " plane{} {gbps:6.1}", r.plane);
-            if let Some(x) = self.last_tx.get_mut(p) {
-                *x = r.tx_bytes;
+            if let Some(x) = self.last_rx.get_mut(p) {
+                *x = r.rx_bytes;
             }
             retx += r.retransmits;
             bad += r.evs_retired.saturating_sub(r.evs_restored);
         }
-        let _ = write!(line, " Gb/s | retx {retx} | EVs out {bad}");
+        let _ = write!(line, " Gb/s delivered | retx {retx} | EVs out {bad}");
         self.last_ns = snap.at_ns;
         let _ = writeln!(std::io::stderr(), "{line}");
     }
