@@ -11,7 +11,10 @@ use mrc_transport::ev::EvState;
 use mrc_transport::stats::PlaneStats;
 
 use crate::sim::{FabricCounters, Sim};
-use crate::svg::{Chart, Series};
+use crate::svg::{Chart, Series, decimate};
+
+/// Points kept per time series in reports and plots (longer series are averaged down).
+const MAX_SERIES_POINTS: usize = 500;
 use crate::time::SimTime;
 use crate::workload::FlowRecord;
 
@@ -237,7 +240,11 @@ impl Report {
             events,
             fct: FctStats::of(records),
             flows,
-            plane_gbps: rec.plane_rates(),
+            plane_gbps: rec
+                .plane_rates()
+                .iter()
+                .map(|pts| decimate(pts, MAX_SERIES_POINTS))
+                .collect(),
             ev_changes,
             fabric: sim.fabric_counters(),
             plane_counters,
@@ -318,7 +325,7 @@ impl Report {
         let mut fcts: Vec<f64> = self.flows.iter().filter_map(|r| r.fct_us).collect();
         fcts.sort_by(f64::total_cmp);
         let n = fcts.len().max(1) as f64;
-        let cdf = fcts
+        let cdf: Vec<(f64, f64)> = fcts
             .iter()
             .enumerate()
             .map(|(i, &f)| (f, (i + 1) as f64 / n))
@@ -335,6 +342,12 @@ impl Report {
             timeline.push((c.t_us, bad.max(0) as f64));
         }
         timeline.push((self.end_us, bad.max(0) as f64));
+        let timeline = if timeline.len() > 2 * MAX_SERIES_POINTS {
+            decimate(&timeline, MAX_SERIES_POINTS)
+        } else {
+            timeline
+        };
+        let cdf = decimate(&cdf, MAX_SERIES_POINTS);
         vec![
             (
                 "fct_cdf.svg",

@@ -33,6 +33,25 @@ const COLORS: [&str; 10] = [
     "#bcbd22", "#17becf",
 ];
 
+/// At most `max` points: consecutive points averaged in equal groups (x and y), so a long
+/// run's series stays a readable plot and a small file.
+pub fn decimate(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+    if points.len() <= max || max == 0 {
+        return points.to_vec();
+    }
+    let group = points.len().div_ceil(max);
+    points
+        .chunks(group)
+        .map(|c| {
+            let n = c.len() as f64;
+            (
+                c.iter().map(|p| p.0).sum::<f64>() / n,
+                c.iter().map(|p| p.1).sum::<f64>() / n,
+            )
+        })
+        .collect()
+}
+
 /// A "nice" tick step for a range (1, 2 or 5 times a power of ten).
 fn nice_step(range: f64) -> f64 {
     if range <= 0.0 || !range.is_finite() {
@@ -212,6 +231,10 @@ mod tests {
         assert!(svg.contains("t &lt;1&gt;"));
         assert_eq!(svg, c.to_svg());
         assert_eq!(nice_step(10.0), 2.0);
+        let many: Vec<(f64, f64)> = (0..1000).map(|i| (f64::from(i), 2.0)).collect();
+        let few = decimate(&many, 100);
+        assert_eq!(few.len(), 100);
+        assert_eq!(few[0], (4.5, 2.0));
         assert_eq!(nice_step(0.7), 0.1);
     }
 }
