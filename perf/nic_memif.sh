@@ -3,7 +3,7 @@
 # raw DPDK frame rate over the same memif, measured in the same run. For each message size it
 # runs raw_memif with the Ethernet frame of one MRC data packet of that size, then nic_memif,
 # and prints one JSON line with both and their ratio (MRC messages per second / raw frames per
-# second: every message is one data packet), then a line of text.
+# second: every message is one data packet), then a line of text, on stdout.
 #
 #   perf/nic_memif.sh                 # 4096-byte and 64-byte Writes, 3 s each
 #   SECS=5 SIZES="4096" perf/nic_memif.sh
@@ -25,7 +25,7 @@ for size in $SIZES; do
     frame=$("$bin/nic_memif" --print-frame-size --size "$size")
     raw=$("$bin/raw_memif" --frame-size "$frame" --secs "$SECS" --eal="$EAL" | grep '^{' | jq -c 'select(.role == "rx")')
     nic=$("$bin/nic_memif" --size "$size" --secs "$SECS" --eal="$EAL" | grep '^{' | jq -c 'select(.role == "tx")')
-    jq -cn --argjson raw "$raw" --argjson nic "$nic" --argjson size "$size" --argjson frame "$frame" '{
+    line=$(jq -cn --argjson raw "$raw" --argjson nic "$nic" --argjson size "$size" --argjson frame "$frame" '{
         tool: "nic_memif.sh",
         payload_bytes: $size,
         frame_bytes: $frame,
@@ -36,5 +36,7 @@ for size in $SIZES; do
         ratio: ($nic.msg_mpps / $raw.mpps),
         raw: $raw,
         mrc: $nic
-    }' | tee /dev/stderr | jq -r '"\(.payload_bytes) B: MRC \(.mrc_msg_mpps * 1000 | floor) k msg/s (\(.mrc_goodput_gbps * 100 | floor / 100) Gb/s goodput) vs raw \(.raw_mpps * 1000 | floor) k frames/s of \(.frame_bytes) B: ratio \(.ratio * 1000 | floor / 1000)"'
+    }')
+    echo "$line"
+    echo "$line" | jq -r '"\(.payload_bytes) B: MRC \(.mrc_msg_mpps * 1000 | floor) k msg/s (\(.mrc_goodput_gbps * 100 | floor / 100) Gb/s goodput) vs raw \(.raw_mpps * 1000 | floor) k frames/s of \(.frame_bytes) B: ratio \(.ratio * 1000 | floor / 1000)"'
 done

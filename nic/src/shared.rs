@@ -233,12 +233,14 @@ impl<K: std::hash::Hash + Eq + Copy, V: Clone> Registry<K, V> {
     }
 
     pub fn insert(&self, k: K, v: V) {
-        self.lock().insert(k, v);
+        let mut map = self.lock();
+        map.insert(k, v);
         self.generation.fetch_add(1, Ordering::Release);
     }
 
     pub fn remove(&self, k: &K) -> Option<V> {
-        let v = self.lock().remove(k);
+        let mut map = self.lock();
+        let v = map.remove(k);
         self.generation.fetch_add(1, Ordering::Release);
         v
     }
@@ -247,18 +249,22 @@ impl<K: std::hash::Hash + Eq + Copy, V: Clone> Registry<K, V> {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// A copy of the map and the generation it is current for.
+    /// A copy of the map and the generation it is current for (read before the copy, so a
+    /// change during it makes the next lookup copy again).
     pub fn snapshot(&self) -> (u64, HashMap<K, V>) {
         let map = self.lock();
+        // Changes bump the generation while holding the lock, so it matches this copy.
         (self.generation(), map.clone())
     }
 }
 
-/// A handle's private copy of a [`Registry`].
+/// A handle's private copy of a [`Registry`], with the last key looked up in front of it (a
+/// datapath loop asks for the same CQ or region over and over).
 #[derive(Debug)]
 pub(crate) struct Cache<K, V> {
     generation: u64,
     map: HashMap<K, V>,
+    last: Option<(K, V)>,
 }
 
 impl<K, V> Default for Cache<K, V> {
@@ -266,6 +272,7 @@ impl<K, V> Default for Cache<K, V> {
         Self {
             generation: u64::MAX,
             map: HashMap::new(),
+            last: None,
         }
     }
 }
@@ -275,7 +282,70 @@ impl<K: std::hash::Hash + Eq + Copy, V: Clone> Cache<K, V> {
     pub fn get(&mut self, registry: &Registry<K, V>, k: &K) -> Option<&V> {
         if self.generation != registry.generation() {
             (self.generation, self.map) = registry.snapshot();
+            self.last = None;
         }
-        self.map.get(k)
+        if self.last.as_ref().is_none_or(|(last, _)| last != k) {
+            self.last = Some((*k, self.map.get(k)?.clone()));
+        }
+        self.last.as_ref().map(|(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_follows_its_registry() {
+        let r: Registry<u32, &str> = Registry::default();
+        let mut c = Cache::default();
+        assert_eq!(c.get(&r, &1), None);
+        r.insert(1, "one");
+        r.insert(2, "two");
+        assert_eq!(c.get(&r, &1), Some(&"one"));
+        assert_eq!(c.get(&r, &2), Some(&"two"));
+        assert_eq!(c.get(&r, &1), Some(&"one"));
+        r.remove(&1);
+        assert_eq!(c.get(&r, &1), None, "a removed key is gone at once");
+        r.insert(2, "deux");
+        assert_eq!(
+            c.get(&r, &2),
+            Some(&"deux"),
+            "a replaced value is seen at once"
+        );
+    }
+
+    #[test]
+    fn owned_send_wrs_keep_their_gather_list() {
+        let sges: Vec<Sge> = (0..6)
+            .map(|i| Sge {
+                addr: 100 * i,
+                length: i as u32,
+                lkey: 7,
+            })
+            .collect();
+        for n in [0, 1, 4, 6] {
+            let wr = SendWr {
+                wr_id: 9,
+                opcode: SendOpcode::WriteWithImm(3),
+                sg_list: &sges[..n],
+                remote_addr: 0x1000,
+                rkey: 5,
+                signaled: n % 2 == 0,
+            };
+            let owned = OwnedSendWr::new(&wr);
+            let back = owned.as_wr();
+            assert_eq!(back.sg_list, &sges[..n]);
+            assert_eq!(
+                (
+                    back.wr_id,
+                    back.opcode,
+                    back.remote_addr,
+                    back.rkey,
+                    back.signaled
+                ),
+                (9, SendOpcode::WriteWithImm(3), 0x1000, 5, n % 2 == 0)
+            );
+        }
     }
 }
