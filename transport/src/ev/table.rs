@@ -355,6 +355,12 @@ impl EvTable {
         self.changes.push_back(change);
     }
 
+    /// Whether state changes wait to be reported.
+    #[inline]
+    pub fn has_changes(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
     /// The next state change to report.
     pub fn pop_change(&mut self) -> Option<EvChange> {
         self.changes.pop_front()

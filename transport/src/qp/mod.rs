@@ -435,11 +435,12 @@ impl Qp {
         if self.state != QpState::Rts {
             return false;
         }
-        let probe = self
-            .paths
-            .as_mut()
-            .is_some_and(|p| p.table.probe_due(now).is_some());
-        probe || self.sq.has_unsent() || self.req.as_mut().is_some_and(Requester::has_retransmit)
+        self.sq.has_unsent()
+            || self.req.as_mut().is_some_and(Requester::has_retransmit)
+            || self
+                .paths
+                .as_mut()
+                .is_some_and(|p| p.table.probe_due(now).is_some())
     }
 
     /// Planes a packet of this QP may leave on: local port up and ready, peer port up.
@@ -478,8 +479,9 @@ impl Qp {
     }
 
     /// Forward EV state changes to the event queue.
+    #[inline]
     pub fn flush_ev_changes(&mut self, ctx: &mut Ctx<'_>) {
-        let Some(paths) = self.paths.as_mut() else {
+        let Some(paths) = self.paths.as_mut().filter(|p| p.table.has_changes()) else {
             return;
         };
         while let Some(c) = paths.table.pop_change() {

@@ -104,7 +104,6 @@ impl Qp {
         if !self.receiving(ctx) {
             return;
         }
-        self.timers_dirty = true;
         let Some(resp) = self.resp.as_mut() else {
             return;
         };
@@ -240,7 +239,11 @@ impl Qp {
             AckDecision::Now => self.queue_sack(trigger, ctx),
             AckDecision::By(t) => {
                 resp.pending = Some(trigger);
-                resp.due = Some(resp.due.map_or(t, |d| d.min(t)));
+                // Only a new (or earlier) SACK deadline needs the endpoint to look again.
+                if resp.due.is_none_or(|d| t < d) {
+                    resp.due = Some(t);
+                    self.timers_dirty = true;
+                }
             }
         }
         if moved > 0 {
