@@ -390,3 +390,23 @@ fn denied_evs_are_never_used_nor_probed_until_allowed() {
             .all(|e| e.state == EvState::Good)
     );
 }
+
+#[test]
+fn same_seed_same_run_down_to_every_event() {
+    let run = |seed: u64| {
+        let spec = PathSpec {
+            loss: 0.02,
+            jitter: Duration::from_micros(5),
+            dup: 0.01,
+            ..PathSpec::default()
+        };
+        let mut n = net(2, 4, spec, seed);
+        let c = connect(&mut n, 0, 1, ConnOpts::default());
+        write_and_check(&mut n, &c, 2 << 20, Some(1), seed);
+        let s = n.ep(0).qp_stats(c.qp_a).unwrap();
+        (n.h.digest(), n.now(), s)
+    };
+    let (a, b, c) = (run(5), run(5), run(6));
+    assert_eq!(a, b, "same seed, same inputs: same run");
+    assert_ne!(a.0, c.0, "another seed takes other paths and losses");
+}

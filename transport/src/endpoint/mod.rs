@@ -37,6 +37,10 @@ pub struct CcState {
     pub qps: u32,
 }
 
+/// Timer entries kept per live QP (stale ones included) before the heap is rebuilt.
+const TIMER_ENTRIES_PER_QP: usize = 4;
+const TIMER_SLACK: usize = 64;
+
 /// QPNs carry a 14-bit slot index and a 10-bit generation (24 bits on the wire).
 const QPN_INDEX_BITS: u32 = 14;
 const QPN_GENERATION_BITS: u32 = 10;
@@ -97,12 +101,11 @@ impl Endpoint {
         let mut rng = Rng::new(cfg.seed);
         let l = cfg.limits;
         let n_ports = cfg.ports.len();
-        let max_qps = l.max_qps as usize;
         Ok(Self {
             mrs: MrTable::new(l.max_mrs as usize, rng.next_u32()),
             pds: Slab::new(l.max_pds as usize, 16, 16),
             cqs: Slab::new(l.max_cqs as usize, 16, 16),
-            qps: Slab::new(max_qps, QPN_INDEX_BITS, QPN_GENERATION_BITS),
+            qps: Slab::new(l.max_qps as usize, QPN_INDEX_BITS, QPN_GENERATION_BITS),
             ccs: CcTable::default(),
             events: EventQueue::new(l.max_events),
             stats: EndpointStats::default(),
@@ -112,12 +115,13 @@ impl Endpoint {
             } else {
                 (1 << n_ports) - 1
             },
-            tx_queue: VecDeque::with_capacity(max_qps),
-            ctrl_queue: VecDeque::with_capacity(max_qps),
-            timers: BinaryHeap::with_capacity(4 * max_qps + 64),
+            // Scheduling tables grow with the QPs (`create_qp` reserves), never per packet.
+            tx_queue: VecDeque::new(),
+            ctrl_queue: VecDeque::new(),
+            timers: BinaryHeap::with_capacity(TIMER_SLACK),
             ep_ops: VecDeque::with_capacity(64),
             now: Instant::ZERO,
-            due_scratch: Vec::with_capacity(max_qps),
+            due_scratch: Vec::new(),
             rng,
             cfg,
         })
@@ -292,7 +296,7 @@ impl Endpoint {
         {
             qp.armed = Some(d);
             self.timers.push(Reverse((d, idx as u32)));
-            if self.timers.len() > 4 * self.qps.len() + 64 {
+            if self.timers.len() > TIMER_ENTRIES_PER_QP * self.qps.len() + TIMER_SLACK {
                 self.rebuild_timers();
             }
         }

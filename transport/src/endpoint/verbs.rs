@@ -113,6 +113,16 @@ impl Endpoint {
         if let Some(q) = self.qps.get_mut(key) {
             q.qpn = Qpn(key);
         }
+        // Room for this QP in the scheduling tables, so the datapath never grows them.
+        let n = self.qps.len();
+        let timers = super::TIMER_ENTRIES_PER_QP * n + super::TIMER_SLACK + 1;
+        self.timers
+            .reserve(timers.saturating_sub(self.timers.len()));
+        self.tx_queue.reserve(n.saturating_sub(self.tx_queue.len()));
+        self.ctrl_queue
+            .reserve(n.saturating_sub(self.ctrl_queue.len()));
+        self.due_scratch
+            .reserve(n.saturating_sub(self.due_scratch.len()));
         Ok(Qpn(key))
     }
 
