@@ -221,3 +221,61 @@ fn a_failed_link_blackholes_exactly_its_paths() {
         "exactly the paths through it are lost"
     );
 }
+
+/// An ECMP-mode frame (one IPv6 header to the destination NIC) with entropy `ev`.
+fn ecmp_frame(plan: &Plan, src: u32, dst: u32, ev: u32) -> Vec<u8> {
+    let plan_path = write_frame(plan, src, dst, 0, 0);
+    let wire = WireConfig::default();
+    let mut repr = parse_frame(&plan_path, &wire).unwrap().to_repr().unwrap();
+    repr.route = Route::Ecmp;
+    repr.entropy = ev;
+    let mut buf = vec![0u8; 9000];
+    let len = repr.build(&mut buf, &[0xcd; 4096], &wire).unwrap();
+    buf.truncate(len);
+    buf
+}
+
+#[test]
+fn ecmp_switches_hash_the_entropy_value_onto_the_uplinks() {
+    let plan = common::plan(TINY);
+    let cfg = || SimConfig {
+        routing: mrc_sim::Routing::Ecmp,
+        ..SimConfig::default()
+    };
+    let t0 = NodeId::Switch(SwitchId::t0(0, 0));
+    let uplink_of = |ev: u32| {
+        let mut s = sim(TINY, cfg());
+        s.capture(true);
+        s.inject(0, 0, &ecmp_frame(&plan, 0, 3, ev)).unwrap();
+        s.run(limit(), &mut |_| {});
+        assert_eq!(s.captured().len(), 1, "delivered to host 3");
+        assert_eq!(s.captured()[0].host, 3);
+        (0..2u16)
+            .find(|&sp| {
+                s.link_stats(t0, NodeId::Switch(SwitchId::t1(0, sp)))
+                    .unwrap()
+                    .tx_frames
+                    == 1
+            })
+            .expect("one uplink carried it")
+    };
+    let spines: Vec<u16> = (0..32).map(uplink_of).collect();
+    assert!(
+        spines.contains(&0) && spines.contains(&1),
+        "EVs spread: {spines:?}"
+    );
+    assert_eq!(uplink_of(7), spines[7], "one EV, one path");
+}
+
+#[test]
+fn the_plan_sim_table_sets_the_switch_features() {
+    let text =
+        format!("{TINY}\n[sim]\ntrim = false\necn = false\nrouting = \"ecmp\"\nhost_tx_ring = 3\n");
+    let plan = common::plan(&text);
+    let c = SimConfig::from_plan(&plan).unwrap();
+    assert!(!c.trim && !c.ecn);
+    assert_eq!(c.routing, mrc_sim::Routing::Ecmp);
+    assert_eq!(c.host_tx_ring, 3);
+    let bad = common::plan(&format!("{TINY}\n[sim]\ntrim = 3\n"));
+    assert!(SimConfig::from_plan(&bad).is_err());
+}
