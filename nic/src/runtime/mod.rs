@@ -257,6 +257,7 @@ impl<P: PacketIo> NicRunner<P> {
     /// up for the engine now.
     fn learn_neighbours(&mut self, now: Instant) {
         while let Some((port, mac)) = self.state.ndp.poll_resolved() {
+            tracing::debug!(port, %mac, "next hop resolved");
             self.state.endpoint.set_next_hop_mac(port, mac);
             self.shared
                 .push_event(NicEvent::NeighbourResolved { port, mac });
@@ -268,6 +269,7 @@ impl<P: PacketIo> NicRunner<P> {
         for p in 0..self.ports {
             let up = self.io.link_up(p as u8);
             if up != self.state.link_up[p] {
+                tracing::debug!(port = p, up, "link");
                 self.state.link_up[p] = up;
                 self.state.stats.link_changes += 1;
                 self.shared.push_event(NicEvent::Link { port: p as u8, up });
@@ -281,6 +283,7 @@ impl<P: PacketIo> NicRunner<P> {
         let p = usize::from(port);
         let up = self.state.link_up[p] && self.state.ndp.neighbour(port).is_some();
         if up != self.state.engine_up[p] {
+            tracing::debug!(port, up, "port usable for the engine");
             self.state.engine_up[p] = up;
             self.state.endpoint.handle_port_status(now, port, up);
         }

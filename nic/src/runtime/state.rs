@@ -244,6 +244,7 @@ impl NicState {
     fn refuse(&mut self, d: &Doorbell, error: VerbsError) {
         self.stats.doorbell_errors += 1;
         let qpn = d.qpn();
+        tracing::debug!(%qpn, wr_id = d.wr_id(), %error, "work request refused");
         let Some(&(send_cq, recv_cq)) = self.qp_cqs.get(&qpn) else {
             self.shared.push_event(NicEvent::DoorbellRejected {
                 qpn,
