@@ -11,6 +11,8 @@
 //!   polling perftest uses to see a Write arrive would be unsound; the receive completion of
 //!   the immediate, delivered once every byte is placed, is MRC's arrival signal.
 
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use mrc_transport::app::{Application, Verbs};
 use mrc_transport::verbs::{
     Qpn, RecvWr, SendOpcode, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
@@ -420,5 +422,34 @@ impl Application for PerfApp {
                 };
             sent && got
         })
+    }
+}
+
+/// Lock a shared application (a panicked holder leaves its records readable).
+pub fn lock(app: &Mutex<PerfApp>) -> MutexGuard<'_, PerfApp> {
+    app.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A [`PerfApp`] shared with the thread that reports on it while it runs (live lines,
+/// `--run_infinitely` periods, the records at the end).
+#[derive(Debug, Clone)]
+pub struct SharedApp(pub Arc<Mutex<PerfApp>>);
+
+impl Application for SharedApp {
+    fn start(&mut self, now: Instant, verbs: &mut dyn Verbs) {
+        lock(&self.0).start(now, verbs);
+    }
+    fn on_completion(&mut self, now: Instant, wc: &WorkCompletion, verbs: &mut dyn Verbs) {
+        lock(&self.0).on_completion(now, wc, verbs);
+    }
+    fn on_timer(&mut self, now: Instant, verbs: &mut dyn Verbs) {
+        lock(&self.0).on_timer(now, verbs);
+    }
+    fn next_timer(&self) -> Option<Instant> {
+        lock(&self.0).next_timer()
+    }
+    fn is_done(&self) -> bool {
+        lock(&self.0).is_done()
     }
 }

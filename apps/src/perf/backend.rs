@@ -2,9 +2,9 @@
 //! settings block) and, per message size, the applications' records and every host's
 //! counters.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use super::app::{AppParams, QpRecord};
+use super::app::{AppParams, PerfApp, QpRecord, lock};
 use super::counters::Snapshot;
 use super::settings::{Settings, TestKind};
 use crate::metrics::Exporter;
@@ -29,6 +29,8 @@ pub struct FabricInfo {
     pub active_evs_per_plane: u16,
     /// The faults scheduled, one line each.
     pub faults: Vec<String>,
+    /// How paths are chosen: `SRv6 uSID` (source routed) or `ECMP` (switches hash the EV).
+    pub routing: &'static str,
     /// How QP attributes were exchanged (perftest's `Data ex. method`).
     pub exchange: &'static str,
 }
@@ -139,6 +141,47 @@ pub fn check_dest(dst: &[u8], sender: u32, i: u32) -> CheckResult {
     CheckResult {
         bytes_checked: dst.len() as u64,
         bytes_wrong: dst.iter().zip(&want).filter(|(a, b)| a != b).count() as u64,
+    }
+}
+
+/// `--run_infinitely`: one result line per period.
+#[derive(Debug, Default)]
+pub struct Periods {
+    last_done: u64,
+    last_rtts: Vec<usize>,
+    last_ns: u64,
+}
+
+impl Periods {
+    /// Print the line of the period that ends at `now_ns`.
+    pub fn report(&mut self, s: &Settings, size: u64, apps: &[Arc<Mutex<PerfApp>>], now_ns: u64) {
+        let mut done = 0;
+        let mut rtts = Vec::new();
+        let mut k = 0;
+        for a in apps {
+            let app = lock(a);
+            done += app.messages_done();
+            for r in app.records() {
+                if self.last_rtts.len() <= k {
+                    self.last_rtts.push(0);
+                }
+                rtts.extend_from_slice(&r.rtts_ns[self.last_rtts[k]..]);
+                self.last_rtts[k] = r.rtts_ns.len();
+                k += 1;
+            }
+        }
+        let report = PeriodReport {
+            size,
+            messages: done - self.last_done,
+            qps: s.qps,
+            period_ns: now_ns - self.last_ns,
+            rtts_ns: rtts,
+        };
+        self.last_done = done;
+        self.last_ns = now_ns;
+        if report.period_ns > 0 {
+            super::report::print_period(s, &report);
+        }
     }
 }
 

@@ -245,8 +245,8 @@ impl Args {
                 "--fail-link, --flap-link and --loss act on the simulated fabric (--backend sim)"
             );
         }
-        if self.planes.is_some() && backend != BackendKind::Sim {
-            anyhow::bail!("--planes builds the simulated fabric; on real ports a plane is a port");
+        if self.planes.is_some() && backend == BackendKind::Dpdk {
+            anyhow::bail!("--planes builds a fabric (sim, mem); on real ports a plane is a port");
         }
         let live_every = if self.no_live {
             None

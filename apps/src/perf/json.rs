@@ -105,6 +105,7 @@ pub fn document(
             "Device": format!("mrc-{} ({})", s.backend.name(), f.fabric),
             "Number_of_qps": s.qps,
             "Transport_type": "MRC",
+            "Routing": f.routing,
             "Connection_type": "RC",
             "Using_SRQ": "OFF",
             "Bidirectional": on_off(s.bidirectional),

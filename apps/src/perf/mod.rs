@@ -19,6 +19,7 @@ pub mod faults;
 pub mod json;
 pub mod live;
 pub mod measure;
+pub mod mem_backend;
 pub mod pace;
 pub mod report;
 pub mod settings;
@@ -33,8 +34,32 @@ use crate::metrics::server::MetricsServer;
 use backend::{CheckResult, FabricInfo, Hooks, SizeOutcome};
 use counters::Snapshot;
 use json::Row;
+use mem_backend::MemBackend;
 use settings::{BackendKind, Settings};
 use sim_backend::SimBackend;
+
+/// The backend of a run.
+#[derive(Debug)]
+enum Backend {
+    Sim(Box<SimBackend>),
+    Mem(Box<MemBackend>),
+}
+
+impl Backend {
+    fn info(&self) -> &FabricInfo {
+        match self {
+            Self::Sim(b) => b.info(),
+            Self::Mem(b) => b.info(),
+        }
+    }
+
+    fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
+        match self {
+            Self::Sim(b) => b.run_size(size, hooks),
+            Self::Mem(b) => b.run_size(size, hooks),
+        }
+    }
+}
 
 /// How a run ended.
 #[derive(Debug)]
@@ -88,8 +113,9 @@ fn backend_missing(kind: BackendKind) -> anyhow::Error {
 /// Run every size, print the tables (and JSON), return what happened.
 pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     let mut backend = match s.backend {
-        BackendKind::Sim => SimBackend::new(s)?,
-        other => return Err(backend_missing(other)),
+        BackendKind::Sim => Backend::Sim(Box::new(SimBackend::new(s)?)),
+        BackendKind::Mem => Backend::Mem(Box::new(MemBackend::new(s)?)),
+        other @ BackendKind::Dpdk => return Err(backend_missing(other)),
     };
     let info: FabricInfo = backend.info().clone();
     let exporter = s

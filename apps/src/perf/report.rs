@@ -26,8 +26,8 @@ pub fn header(s: &Settings, f: &FabricInfo) -> String {
     let _ = writeln!(o, " Dual-port       : OFF\t\tDevice         : {device}");
     let _ = writeln!(
         o,
-        " Number of qps   : {}\t\tTransport type : MRC (SRv6 uSID)",
-        s.qps
+        " Number of qps   : {}\t\tTransport type : MRC ({})",
+        s.qps, f.routing
     );
     let _ = writeln!(o, " Connection type : RC\t\tUsing SRQ      : OFF");
     let _ = writeln!(o, " Bidirectional   : {}", on_off(s.bidirectional));
@@ -38,7 +38,11 @@ pub fn header(s: &Settings, f: &FabricInfo) -> String {
     let _ = writeln!(o, " CQ Moderation   : {}", s.cq_mod);
     let _ = writeln!(o, " Mtu             : {}[B]", f.payload_mtu);
     let _ = writeln!(o, " Link type       : Ethernet");
-    let _ = writeln!(o, " Planes          : {} x {} Gb/s", f.planes, f.link_gbps);
+    if f.link_gbps > 0 {
+        let _ = writeln!(o, " Planes          : {} x {} Gb/s", f.planes, f.link_gbps);
+    } else {
+        let _ = writeln!(o, " Planes          : {}", f.planes);
+    }
     if f.paths_per_plane > 0 {
         let _ = writeln!(o, " Paths per plane : {}", f.paths_per_plane);
     }

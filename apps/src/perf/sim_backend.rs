@@ -4,7 +4,7 @@
 //! links. The client is host 0 and the server the first host of the next rack, so every path
 //! crosses a spine and a T0–T1 link failure is felt.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context as _, bail};
 use mrc_sim::{ConnOpts, Fault, RunLimit, Sim, SimConfig, SimTime};
@@ -13,11 +13,11 @@ use mrc_transport::cc::{CcProfile, DcqcnConfig, NsccConfig};
 use mrc_transport::verbs::{
     InitAttr, QpCap, Qpn, RecvWr, SendWr, TransportMode, VerbsError, WorkCompletion,
 };
-use mrc_transport::{Duration, Instant};
+use mrc_transport::{Duration, EndpointConfig, Instant};
 
-use super::app::{PerfApp, QpWiring};
+use super::app::{PerfApp, QpWiring, lock};
 use super::backend::{
-    CheckResult, FabricInfo, Hooks, PeriodReport, SizeOutcome, app_params, buffer_len, check_dest,
+    CheckResult, FabricInfo, Hooks, Periods, SizeOutcome, app_params, buffer_len, check_dest,
     dst_addr, fill_sources, roles, src_addr,
 };
 use super::counters::{HostCounters, Snapshot};
@@ -110,11 +110,6 @@ impl mrc_transport::app::Verbs for SimVerbs<'_> {
     }
 }
 
-fn lock(app: &Mutex<PerfApp>) -> MutexGuard<'_, PerfApp> {
-    app.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl mrc_sim::Application for SimApp {
     fn start(&mut self, now: Instant, verbs: &mut dyn mrc_sim::Verbs) {
         mrc_transport::app::Application::start(&mut *lock(&self.0), now, &mut SimVerbs(verbs));
@@ -170,6 +165,10 @@ impl SimBackend {
             evs_per_plane: ev.evs_per_plane,
             active_evs_per_plane: ev.active_per_plane,
             faults: faults::describe(&faults),
+            routing: match sim.config().routing {
+                mrc_sim::Routing::Srv6 => "SRv6 uSID",
+                mrc_sim::Routing::Ecmp => "ECMP",
+            },
             exchange: "simulator",
         };
         Ok(Self {
@@ -267,7 +266,7 @@ impl SimBackend {
             conns.iter().map(|x| x.b.qpn).collect(),
         ];
         let mut live = Live::new(self.plan.planes(), period.0 / 2);
-        let mut periods = PeriodState::default();
+        let mut periods = Periods::default();
         let mut observer = |sim: &Sim| {
             let snap = snapshot(sim, &hosts, &qpns);
             if hooks.live {
@@ -277,7 +276,7 @@ impl SimBackend {
                 m.publish(&snap);
             }
             if s.run_infinitely {
-                periods.report(s, size, &apps, sim.now());
+                periods.report(s, size, &apps, sim.now().as_nanos());
             }
         };
         if s.run_infinitely {
@@ -330,21 +329,29 @@ fn sim_config(s: &Settings) -> SimConfig {
     SimConfig {
         seed: s.seed,
         trim: cc != CcChoice::Roce,
-        endpoint_tweak: Some(Arc::new(move |_, ec| {
-            ec.cc_profiles = vec![match cc {
-                CcChoice::Nscc => CcProfile::Nscc(NsccConfig::default()),
-                CcChoice::Fixed => CcProfile::Fixed { window_bytes: None },
-                CcChoice::Roce => CcProfile::Dcqcn(DcqcnConfig::default()),
-            }];
-            if let Some(n) = evs {
-                let p = &mut ec.ev_profiles[0];
-                p.evs_per_plane = n;
-                p.active_per_plane = p.active_per_plane.min(n);
-                p.floor_per_plane = p.floor_per_plane.min(p.active_per_plane);
-            }
-        })),
+        endpoint_tweak: Some(Arc::new(move |_, ec| profiles(cc, evs, ec))),
         ..SimConfig::default()
     }
+}
+
+/// The CC profile (`--cc`) and EV profile (`--evs`) every QP uses (profile 0 of each).
+fn profiles(cc: CcChoice, evs: Option<u16>, ec: &mut EndpointConfig) {
+    ec.cc_profiles = vec![match cc {
+        CcChoice::Nscc => CcProfile::Nscc(NsccConfig::default()),
+        CcChoice::Fixed => CcProfile::Fixed { window_bytes: None },
+        CcChoice::Roce => CcProfile::Dcqcn(DcqcnConfig::default()),
+    }];
+    if let Some(n) = evs {
+        let p = &mut ec.ev_profiles[0];
+        p.evs_per_plane = n;
+        p.active_per_plane = p.active_per_plane.min(n);
+        p.floor_per_plane = p.floor_per_plane.min(p.active_per_plane);
+    }
+}
+
+/// [`profiles`] from the settings.
+pub fn apply_profiles(s: &Settings, ec: &mut EndpointConfig) {
+    profiles(s.cc, s.evs, ec);
 }
 
 /// How long a size should take in virtual time, ns: the bytes over the hosts' line rate, or
@@ -414,46 +421,6 @@ fn check_buffers(
         }
     }
     total
-}
-
-/// `--run_infinitely`: one result line per period.
-#[derive(Default)]
-struct PeriodState {
-    last_done: u64,
-    last_rtts: Vec<usize>,
-    last_ns: u64,
-}
-
-impl PeriodState {
-    fn report(&mut self, s: &Settings, size: u64, apps: &[Arc<Mutex<PerfApp>>; 2], now: SimTime) {
-        let mut done = 0;
-        let mut rtts = Vec::new();
-        let mut k = 0;
-        for a in apps {
-            let app = lock(a);
-            done += app.messages_done();
-            for r in app.records() {
-                if self.last_rtts.len() <= k {
-                    self.last_rtts.push(0);
-                }
-                rtts.extend_from_slice(&r.rtts_ns[self.last_rtts[k]..]);
-                self.last_rtts[k] = r.rtts_ns.len();
-                k += 1;
-            }
-        }
-        let report = PeriodReport {
-            size,
-            messages: done - self.last_done,
-            qps: s.qps,
-            period_ns: now.as_nanos() - self.last_ns,
-            rtts_ns: rtts,
-        };
-        self.last_done = done;
-        self.last_ns = now.as_nanos();
-        if report.period_ns > 0 {
-            super::report::print_period(s, &report);
-        }
-    }
 }
 
 #[cfg(test)]

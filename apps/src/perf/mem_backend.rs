@@ -1,0 +1,370 @@
+//! `--backend mem`: two software NICs (mrc-nic) in this process, one poll thread each, over
+//! in-memory links (one switch per plane, ECMP mode), real time. The perf applications run
+//! on their own threads through the NIC's application driver, the same `PerfApp` the
+//! simulator drives.
+
+use std::net::Ipv6Addr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use anyhow::Context as _;
+use mrc_nic::io::mem::router_mac;
+use mrc_nic::{AppDriver, MemFabric, MemIo, MemoryRegion, NextHop, Nic, NicConfig, NicHandle};
+use mrc_srv6::wire::EthernetAddress;
+use mrc_transport::verbs::{
+    Access, InitAttr, MrKeys, QpCap, QpInitAttr, QpTransition, Qpn, RemoteNic, RtrAttr, RtsAttr,
+    TransportMode,
+};
+use mrc_transport::{Duration, EndpointConfig, PathMode, PortConfig};
+
+use super::app::{PerfApp, QpWiring, SharedApp, lock};
+use super::backend::{
+    BUFFER_IOVA, CheckResult, FabricInfo, Hooks, Periods, SizeOutcome, app_params, buffer_len,
+    check_dest, dst_addr, fill_sources, roles, src_addr,
+};
+use super::counters::{HostCounters, Snapshot};
+use super::live::Live;
+use super::settings::{CcChoice, Settings};
+
+/// Planes of the in-memory fabric unless `--planes` says otherwise.
+pub const DEFAULT_PLANES: u8 = 4;
+
+/// Frames each in-memory port queues: a TX depth of 4 KiB messages in flight on one plane.
+const RING_DEPTH: usize = 4096;
+
+/// The NIC address of host `h` (0 or 1).
+pub fn nic_addr(h: u16) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd00, 0x6d72, 0x63, 0, 0, 0, 0, h + 1)
+}
+
+/// The engine configuration of one side: ECMP mode, `planes` ports, the CC and EV profiles
+/// asked for, timers relaxed for threads that share cores.
+pub fn endpoint_config(s: &Settings, host: u16, planes: u8) -> EndpointConfig {
+    let ports = (0..planes)
+        .map(|_| {
+            PortConfig::new(
+                EthernetAddress([2, 0, 0, 0, 0, 0]),
+                EthernetAddress([2, 0, 0, 0, 0, 1]),
+            )
+        })
+        .collect();
+    let mut ec = EndpointConfig::new(
+        s.seed ^ u64::from(host),
+        nic_addr(host),
+        ports,
+        PathMode::Ecmp,
+    );
+    ec.timers.initial_rtt = Duration::from_micros(500);
+    ec.timers.pto_min = Duration::from_millis(5);
+    // Planes are served by threads the OS schedules: packets of one plane can trail another's
+    // by a scheduling quantum without being lost.
+    ec.timers.reorder_min = Duration::from_millis(1);
+    super::sim_backend::apply_profiles(s, &mut ec);
+    ec
+}
+
+/// One side's verbs objects.
+struct Side {
+    handle: NicHandle,
+    cq: mrc_transport::verbs::CqHandle,
+    qpns: Vec<Qpn>,
+    region: MemoryRegion,
+    keys: MrKeys,
+}
+
+/// QP attributes both sides must agree on.
+pub fn init_attr(s: &Settings) -> InitAttr {
+    InitAttr {
+        ev_profile: 0,
+        cc_profile: 0,
+        mode: if s.cc == CcChoice::Roce {
+            TransportMode::RoceLike
+        } else {
+            TransportMode::Mrc
+        },
+    }
+}
+
+/// A side's QPs (INIT) and its registered buffer.
+fn make_side(handle: &NicHandle, s: &Settings, size: u64, host: u32) -> anyhow::Result<Side> {
+    let pd = handle.alloc_pd()?;
+    let cq = handle.create_cq(1 << 15)?;
+    let mut qpns = Vec::new();
+    for _ in 0..s.qps {
+        let q = handle.create_qp(&QpInitAttr {
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            cap: QpCap {
+                max_send_wr: s.tx_depth.max(s.cq_mod) + 1,
+                max_recv_wr: s.rx_depth.max(1),
+                max_send_sge: 1,
+            },
+            sq_sig_all: false,
+        })?;
+        handle.modify_qp(q, QpTransition::Init(init_attr(s)))?;
+        qpns.push(q);
+    }
+    let mut buf = vec![0u8; buffer_len(s.qps, size)];
+    if s.check {
+        fill_sources(&mut buf, host, s.qps, size);
+    }
+    let region = MemoryRegion::from_slice(&buf);
+    let keys = handle.reg_mr(
+        pd,
+        BUFFER_IOVA,
+        &region,
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+    )?;
+    Ok(Side {
+        handle: handle.clone(),
+        cq,
+        qpns,
+        region,
+        keys,
+    })
+}
+
+/// INIT → RTR → RTS towards the peer's QP.
+pub fn connect(
+    handle: &NicHandle,
+    me: Qpn,
+    peer_addr: Ipv6Addr,
+    peer: Qpn,
+    my_psn: u32,
+    peer_psn: u32,
+) -> anyhow::Result<()> {
+    let remote = RemoteNic {
+        addr: peer_addr,
+        host: None,
+    };
+    handle.modify_qp(me, QpTransition::Rtr(RtrAttr::new(remote, peer, peer_psn)))?;
+    handle.modify_qp(me, QpTransition::Rts(RtsAttr::new(my_psn)))?;
+    Ok(())
+}
+
+/// Counters of one NIC's QPs.
+pub fn host_counters(
+    h: u32,
+    handle: &NicHandle,
+    planes: u8,
+    qpns: &[Qpn],
+) -> anyhow::Result<HostCounters> {
+    let mut ps = Vec::new();
+    for p in 0..planes {
+        ps.push(handle.plane_stats(p)?.unwrap_or_default());
+    }
+    let mut qs = Vec::new();
+    for &q in qpns {
+        qs.push((
+            q,
+            handle.qp_stats(q)?.unwrap_or_default(),
+            handle.ev_stats(q)?,
+        ));
+    }
+    Ok(HostCounters::new(h, &ps, &qs, handle.endpoint_stats()?))
+}
+
+/// The in-memory backend.
+#[derive(Debug)]
+pub struct MemBackend {
+    settings: Settings,
+    planes: u8,
+    info: FabricInfo,
+}
+
+impl MemBackend {
+    pub fn new(settings: &Settings) -> anyhow::Result<Self> {
+        let planes = settings.planes.unwrap_or(DEFAULT_PLANES);
+        if !(1..=8).contains(&planes) {
+            anyhow::bail!("--planes {planes}: the in-memory fabric has 1 to 8 planes");
+        }
+        let ec = endpoint_config(settings, 0, planes);
+        ec.validate().context("engine configuration")?;
+        let ev = ec.ev_profiles[0];
+        Ok(Self {
+            settings: settings.clone(),
+            planes,
+            info: FabricInfo {
+                clock: "real",
+                fabric: format!("in-memory links, {planes} planes, ECMP"),
+                planes,
+                hosts: 2,
+                client: "nic0".into(),
+                server: "nic1".into(),
+                link_gbps: 0,
+                payload_mtu: ec.payload_mtu,
+                paths_per_plane: 0,
+                evs_per_plane: ev.evs_per_plane,
+                active_evs_per_plane: ev.active_per_plane,
+                faults: Vec::new(),
+                routing: "ECMP",
+                exchange: "in process",
+            },
+        })
+    }
+
+    pub fn info(&self) -> &FabricInfo {
+        &self.info
+    }
+
+    /// Run one size on two fresh NICs.
+    pub fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
+        let s = &self.settings;
+        let planes = self.planes;
+        let mut fabric = MemFabric::new(usize::from(planes)).ring_depth(RING_DEPTH);
+        fabric.add_host(nic_addr(0));
+        fabric.add_host(nic_addr(1));
+        let (ios, _control) = fabric.build();
+        let [io0, io1]: [MemIo; 2] = ios
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("the in-memory fabric has two hosts"))?;
+        let mut nics: Vec<Nic<MemIo>> = Vec::new();
+        let mut sides = Vec::new();
+        for (h, io) in [(0u16, io0), (1, io1)] {
+            let mut cfg = NicConfig::new(endpoint_config(s, h, planes));
+            cfg.next_hops = (0..planes)
+                .map(|p| NextHop::Static(router_mac(p)))
+                .collect();
+            cfg.thread_name = format!("nic{h}");
+            let (nic, handle) = Nic::spawn(cfg, io).context("starting a NIC thread")?;
+            nics.push(nic);
+            sides.push(make_side(&handle, s, size, u32::from(h))?);
+        }
+        for i in 0..s.qps as usize {
+            connect(
+                &sides[0].handle,
+                sides[0].qpns[i],
+                nic_addr(1),
+                sides[1].qpns[i],
+                100,
+                200,
+            )?;
+            connect(
+                &sides[1].handle,
+                sides[1].qpns[i],
+                nic_addr(0),
+                sides[0].qpns[i],
+                200,
+                100,
+            )?;
+        }
+        let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
+        let params = app_params(s, size);
+        let apps: Vec<Arc<Mutex<PerfApp>>> = [(0, c_send, c_recv), (1, s_send, s_recv)]
+            .into_iter()
+            .map(|(me, send, receive)| {
+                let wiring = (0..s.qps)
+                    .map(|i| QpWiring {
+                        qpn: sides[me].qpns[i as usize],
+                        send,
+                        receive,
+                        lkey: sides[me].keys.lkey,
+                        local_addr: src_addr(i, size),
+                        remote_addr: dst_addr(i, s.qps, size),
+                        rkey: sides[1 - me].keys.rkey,
+                    })
+                    .collect();
+                Arc::new(Mutex::new(PerfApp::new(params, wiring)))
+            })
+            .collect();
+        let limit = StdDuration::from_secs(
+            120 + s
+                .duration
+                .map_or(0, |d| d.0 / 1_000_000_000)
+                .saturating_mul(4),
+        );
+        let drivers: Vec<_> = apps
+            .iter()
+            .zip(&sides)
+            .map(|(app, side)| {
+                let mut shared = SharedApp(app.clone());
+                let mut driver = AppDriver::new(&side.handle).cq(side.cq);
+                if !s.run_infinitely {
+                    driver = driver.deadline(limit);
+                }
+                std::thread::spawn(move || driver.run(&mut shared).map(|_| ()))
+            })
+            .collect();
+        // Watch from here: live lines, metrics, periods.
+        let start = StdInstant::now();
+        let period = match (s.run_infinitely, s.duration, s.live_every) {
+            (true, Some(d), _) => d,
+            (_, _, Some(d)) if d.0 > 0 => d,
+            _ => Duration::from_millis(200),
+        };
+        let qpns = [sides[0].qpns.clone(), sides[1].qpns.clone()];
+        let snapshot = |at: StdDuration| -> anyhow::Result<Snapshot> {
+            Ok(Snapshot {
+                at_ns: at.as_nanos() as u64,
+                hosts: vec![
+                    host_counters(0, &sides[0].handle, planes, &qpns[0])?,
+                    host_counters(1, &sides[1].handle, planes, &qpns[1])?,
+                ],
+            })
+        };
+        let mut live = Live::new(planes, period.0 / 2);
+        let mut periods = Periods::default();
+        while drivers.iter().any(|d| !d.is_finished()) {
+            std::thread::sleep(StdDuration::from_nanos(period.0).min(StdDuration::from_millis(50)));
+            let now = start.elapsed();
+            if hooks.live || hooks.metrics.is_some() {
+                let snap = snapshot(now)?;
+                if hooks.live {
+                    live.print(&snap);
+                }
+                if let Some(m) = &hooks.metrics {
+                    m.publish(&snap);
+                }
+            }
+            if s.run_infinitely {
+                periods.report(s, size, &apps, now.as_nanos() as u64);
+                std::thread::sleep(StdDuration::from_nanos(period.0));
+            }
+        }
+        let mut error = None;
+        for d in drivers {
+            match d.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => error = Some(format!("application driver: {e}")),
+                Err(_) => error = Some("an application thread panicked".to_owned()),
+            }
+        }
+        if let Some(e) = apps.iter().find_map(|a| lock(a).error().map(str::to_owned)) {
+            error = Some(e);
+        }
+        let counters = snapshot(start.elapsed())?;
+        let check = s.check.then(|| {
+            let mut total = CheckResult::default();
+            for (sender, receiver, sends) in [(0, 1, c_send), (1, 0, s_send)] {
+                if !sends {
+                    continue;
+                }
+                for i in 0..s.qps {
+                    let mut dst = vec![0; size as usize];
+                    let off = (dst_addr(i, s.qps, size) - BUFFER_IOVA) as usize;
+                    sides[receiver].region.read(off, &mut dst);
+                    let r = check_dest(&dst, sender as u32, i);
+                    total.bytes_checked += r.bytes_checked;
+                    total.bytes_wrong += r.bytes_wrong;
+                }
+            }
+            total
+        });
+        let records = apps
+            .iter()
+            .map(|a| lock(a).records().cloned().collect())
+            .collect();
+        for nic in nics {
+            nic.shutdown().context("stopping a NIC thread")?;
+        }
+        Ok(SizeOutcome {
+            size,
+            records,
+            sending: vec![vec![c_send; s.qps as usize], vec![s_send; s.qps as usize]],
+            counters,
+            check,
+            error,
+        })
+    }
+}
