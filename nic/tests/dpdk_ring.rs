@@ -1,4 +1,5 @@
-//! Two engines in one process over DPDK `net_ring` ports, one port per plane (two planes).
+//! Two engines in one process over DPDK `net_ring` ports, one port per plane (two planes): one
+//! on a `std` thread the runtime starts, one on an EAL worker lcore (`Eal::launch`).
 //! A ring port is a loopback: what TX queue `i` sends, RX queue `i` receives. Each port gets
 //! two queues and the engines take them crosswise (A sends on queue 1 and receives on 0, B the
 //! other way round), so every frame A sends reaches B and back: a pair of NICs on a wire,
@@ -12,9 +13,9 @@ use std::time::Duration;
 
 use mrc_dpdk::{Mempool, MempoolConfig, Port, PortConfig};
 use mrc_nic::io::dpdk::{DpdkIo, PortSet, QueuePair};
-use mrc_nic::{Nic, NicConfig};
+use mrc_nic::{Nic, NicRunner};
 use mrc_srv6::wire::EthernetAddress;
-use support::eal::{RuntimeDir, eal_args, init, lcores, unique};
+use support::eal::{RuntimeDir, eal_args, init, unique};
 use support::{Plan, both_ways, connect_pair, nic_addr, nic_config, run_apps, side};
 
 const TEST: &str = "dpdk_ring";
@@ -24,7 +25,13 @@ const FRAME_ROOM: u16 = 4608;
 fn main() -> ExitCode {
     let prefix = unique("nicring");
     let vdevs: Vec<String> = (0..PLANES).map(|p| format!("net_ring{p}")).collect();
-    let eal = match init(&eal_args(&prefix, &lcores(), &vdevs)) {
+    // Two lcores (the main one and a worker for engine B), both free to run on either CPU.
+    let cores = if std::thread::available_parallelism().map_or(1, usize::from) >= 2 {
+        "--lcores=0@(0-1),1@(0-1)"
+    } else {
+        "--lcores=0@0,1@0"
+    };
+    let eal = match init(&eal_args(&prefix, cores, &vdevs)) {
         Ok(eal) => eal,
         Err(why) => return support::skip(TEST, &why),
     };
@@ -71,16 +78,19 @@ fn main() -> ExitCode {
             link,
         });
     }
-    let mut nics = Vec::new();
-    let mut handles = Vec::new();
-    for (host, queues) in wiring.into_iter().enumerate() {
-        let io =
-            DpdkIo::new(&eal, &pool, queues, ports.clone(), usize::from(FRAME_ROOM)).expect("io");
-        let cfg: NicConfig = nic_config(host as u16, PLANES, Vec::new());
-        let (nic, handle) = Nic::spawn(cfg, io).expect("nic");
-        nics.push(nic);
-        handles.push(handle);
-    }
+    // Engine A on a std thread (registered with the EAL by its I/O), engine B on EAL lcore 1.
+    let mut wiring = wiring.into_iter();
+    let io = |queues| {
+        DpdkIo::new(&eal, &pool, queues, ports.clone(), usize::from(FRAME_ROOM)).expect("io")
+    };
+    let a_io = io(wiring.next().unwrap());
+    let b_io = io(wiring.next().unwrap());
+    let (nic_a, handle_a) = Nic::spawn(nic_config(0, PLANES, Vec::new()), a_io).expect("nic a");
+    let (runner_b, handle_b) =
+        NicRunner::new(nic_config(1, PLANES, Vec::new()), b_io).expect("nic b");
+    let lcore = *eal.worker_lcores().first().expect("a worker lcore");
+    let job_b = eal.launch(lcore, move || runner_b.run()).expect("launch");
+    let handles = [handle_a, handle_b];
 
     let plan = Plan::new(200, 20_000);
     let sides = [side(&handles[0], &plan, 11), side(&handles[1], &plan, 12)];
@@ -92,8 +102,10 @@ fn main() -> ExitCode {
     }
 
     let mut per_port_frames = [0_u64; PLANES];
-    for nic in nics {
-        let exit = nic.shutdown().expect("shutdown");
+    let exit_a = nic_a.shutdown().expect("shutdown a");
+    handles[1].request_stop();
+    let exit_b = job_b.wait().expect("lcore job").expect("nic b");
+    for exit in [exit_a, exit_b] {
         let s = exit.stats;
         assert!(s.io.rx_frames > 0 && s.io.tx_frames > 0, "{s:?}");
         assert_eq!(
