@@ -270,3 +270,26 @@ fn after_shutdown_calls_fail_cleanly() {
         Err(VerbsError::InvalidState(QpState::Error))
     );
 }
+
+#[test]
+fn several_application_threads_share_each_nic() {
+    // Four QP pairs between the same two NICs, each side of each pair driven by its own
+    // thread: eight threads ringing two doorbell rings and polling eight CQ rings at once.
+    let p = pair(2, false);
+    let plan = Plan::new(40, 12_000);
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let sides = connected(&p, &plan);
+            let plan = plan.clone();
+            std::thread::spawn(move || run_both(&sides, traffic(&plan, &sides)))
+        })
+        .collect();
+    for t in threads {
+        for app in &t.join().expect("pair thread") {
+            app.assert_clean();
+        }
+    }
+    let s = p.handles[0].nic_stats().unwrap();
+    assert_eq!(s.doorbell_errors, 0);
+    assert!(s.doorbells >= 4 * 40, "{s:?}");
+}
