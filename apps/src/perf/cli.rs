@@ -110,8 +110,9 @@ pub struct Args {
     /// sim (built-in simulated fabric), mem (two NIC threads), dpdk.
     #[arg(long, default_value = "sim")]
     pub backend: String,
-    /// DPDK EAL arguments (--backend dpdk).
-    #[arg(long)]
+    /// DPDK EAL arguments (--backend dpdk), one string; the ports are its --vdev / -a
+    /// devices, one per plane, in plane order.
+    #[arg(long, allow_hyphen_values = true)]
     pub eal: Option<String>,
     /// Fail a link: bare = the client's plane-0 uplink, mid-run; or =A:B@TIME[,up@TIME].
     #[arg(long = "fail-link", num_args = 0..=1, require_equals = true, default_missing_value = "auto")]

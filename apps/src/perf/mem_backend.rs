@@ -12,8 +12,8 @@ use mrc_nic::io::mem::router_mac;
 use mrc_nic::{AppDriver, MemFabric, MemIo, MemoryRegion, NextHop, Nic, NicConfig, NicHandle};
 use mrc_srv6::wire::EthernetAddress;
 use mrc_transport::verbs::{
-    Access, InitAttr, MrKeys, QpCap, QpInitAttr, QpTransition, Qpn, RemoteNic, RtrAttr, RtsAttr,
-    TransportMode,
+    Access, CqHandle, InitAttr, MrKeys, QpCap, QpInitAttr, QpTransition, Qpn, RemoteNic, RtrAttr,
+    RtsAttr, TransportMode,
 };
 use mrc_transport::{Duration, EndpointConfig, PathMode, PortConfig};
 
@@ -66,7 +66,7 @@ pub fn endpoint_config(s: &Settings, host: u16, planes: u8) -> EndpointConfig {
 /// One side's verbs objects.
 struct Side {
     handle: NicHandle,
-    cq: mrc_transport::verbs::CqHandle,
+    cq: CqHandle,
     qpns: Vec<Qpn>,
     region: MemoryRegion,
     keys: MrKeys,
@@ -163,6 +163,75 @@ pub fn host_counters(
         ));
     }
     Ok(HostCounters::new(h, &ps, &qs, handle.endpoint_stats()?))
+}
+
+/// Run `apps` (one per NIC handle and CQ in `drivers`) on their own threads until they are
+/// done, printing live lines, publishing metrics and `--run_infinitely` periods from here.
+/// Returns the first failure and how long it ran.
+pub fn drive(
+    s: &Settings,
+    size: u64,
+    hooks: &Hooks,
+    planes: u8,
+    apps: &[Arc<Mutex<PerfApp>>],
+    drivers: &[(&NicHandle, CqHandle)],
+    snapshot: &dyn Fn(StdDuration) -> anyhow::Result<Snapshot>,
+) -> anyhow::Result<(Option<String>, StdDuration)> {
+    let limit = StdDuration::from_secs(
+        120 + s
+            .duration
+            .map_or(0, |d| d.0 / 1_000_000_000)
+            .saturating_mul(4),
+    );
+    let threads: Vec<_> = apps
+        .iter()
+        .zip(drivers)
+        .map(|(app, &(handle, cq))| {
+            let mut shared = SharedApp(app.clone());
+            let mut driver = AppDriver::new(handle).cq(cq);
+            if !s.run_infinitely {
+                driver = driver.deadline(limit);
+            }
+            std::thread::spawn(move || driver.run(&mut shared).map(|_| ()))
+        })
+        .collect();
+    let start = StdInstant::now();
+    let period = match (s.run_infinitely, s.duration, s.live_every) {
+        (true, Some(d), _) => d,
+        (_, _, Some(d)) if d.0 > 0 => d,
+        _ => Duration::from_millis(200),
+    };
+    let mut live = Live::new(planes, period.0 / 2);
+    let mut periods = Periods::default();
+    while threads.iter().any(|d| !d.is_finished()) {
+        std::thread::sleep(StdDuration::from_nanos(period.0).min(StdDuration::from_millis(50)));
+        let now = start.elapsed();
+        if hooks.live || hooks.metrics.is_some() {
+            let snap = snapshot(now)?;
+            if hooks.live {
+                live.print(&snap);
+            }
+            if let Some(m) = &hooks.metrics {
+                m.publish(&snap);
+            }
+        }
+        if s.run_infinitely {
+            periods.report(s, size, apps, now.as_nanos() as u64);
+            std::thread::sleep(StdDuration::from_nanos(period.0));
+        }
+    }
+    let mut error = None;
+    for d in threads {
+        match d.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => error = Some(format!("application driver: {e}")),
+            Err(_) => error = Some("an application thread panicked".to_owned()),
+        }
+    }
+    if let Some(e) = apps.iter().find_map(|a| lock(a).error().map(str::to_owned)) {
+        error = Some(e);
+    }
+    Ok((error, start.elapsed()))
 }
 
 /// The in-memory backend.
@@ -268,31 +337,6 @@ impl MemBackend {
                 Arc::new(Mutex::new(PerfApp::new(params, wiring)))
             })
             .collect();
-        let limit = StdDuration::from_secs(
-            120 + s
-                .duration
-                .map_or(0, |d| d.0 / 1_000_000_000)
-                .saturating_mul(4),
-        );
-        let drivers: Vec<_> = apps
-            .iter()
-            .zip(&sides)
-            .map(|(app, side)| {
-                let mut shared = SharedApp(app.clone());
-                let mut driver = AppDriver::new(&side.handle).cq(side.cq);
-                if !s.run_infinitely {
-                    driver = driver.deadline(limit);
-                }
-                std::thread::spawn(move || driver.run(&mut shared).map(|_| ()))
-            })
-            .collect();
-        // Watch from here: live lines, metrics, periods.
-        let start = StdInstant::now();
-        let period = match (s.run_infinitely, s.duration, s.live_every) {
-            (true, Some(d), _) => d,
-            (_, _, Some(d)) if d.0 > 0 => d,
-            _ => Duration::from_millis(200),
-        };
         let qpns = [sides[0].qpns.clone(), sides[1].qpns.clone()];
         let snapshot = |at: StdDuration| -> anyhow::Result<Snapshot> {
             Ok(Snapshot {
@@ -303,37 +347,12 @@ impl MemBackend {
                 ],
             })
         };
-        let mut live = Live::new(planes, period.0 / 2);
-        let mut periods = Periods::default();
-        while drivers.iter().any(|d| !d.is_finished()) {
-            std::thread::sleep(StdDuration::from_nanos(period.0).min(StdDuration::from_millis(50)));
-            let now = start.elapsed();
-            if hooks.live || hooks.metrics.is_some() {
-                let snap = snapshot(now)?;
-                if hooks.live {
-                    live.print(&snap);
-                }
-                if let Some(m) = &hooks.metrics {
-                    m.publish(&snap);
-                }
-            }
-            if s.run_infinitely {
-                periods.report(s, size, &apps, now.as_nanos() as u64);
-                std::thread::sleep(StdDuration::from_nanos(period.0));
-            }
-        }
-        let mut error = None;
-        for d in drivers {
-            match d.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => error = Some(format!("application driver: {e}")),
-                Err(_) => error = Some("an application thread panicked".to_owned()),
-            }
-        }
-        if let Some(e) = apps.iter().find_map(|a| lock(a).error().map(str::to_owned)) {
-            error = Some(e);
-        }
-        let counters = snapshot(start.elapsed())?;
+        let drivers = [
+            (&sides[0].handle, sides[0].cq),
+            (&sides[1].handle, sides[1].cq),
+        ];
+        let (error, elapsed) = drive(s, size, hooks, planes, &apps, &drivers, &snapshot)?;
+        let counters = snapshot(elapsed)?;
         let check = s.check.then(|| {
             let mut total = CheckResult::default();
             for (sender, receiver, sends) in [(0, 1, c_send), (1, 0, s_send)] {

@@ -15,6 +15,7 @@ pub mod app;
 pub mod backend;
 pub mod cli;
 pub mod counters;
+pub mod dpdk_backend;
 pub mod faults;
 pub mod json;
 pub mod live;
@@ -33,6 +34,7 @@ use crate::metrics::Exporter;
 use crate::metrics::server::MetricsServer;
 use backend::{CheckResult, FabricInfo, Hooks, SizeOutcome};
 use counters::Snapshot;
+use dpdk_backend::DpdkBackend;
 use json::Row;
 use mem_backend::MemBackend;
 use settings::{BackendKind, Settings};
@@ -43,6 +45,7 @@ use sim_backend::SimBackend;
 enum Backend {
     Sim(Box<SimBackend>),
     Mem(Box<MemBackend>),
+    Dpdk(Box<DpdkBackend>),
 }
 
 impl Backend {
@@ -50,6 +53,7 @@ impl Backend {
         match self {
             Self::Sim(b) => b.info(),
             Self::Mem(b) => b.info(),
+            Self::Dpdk(b) => b.info(),
         }
     }
 
@@ -57,6 +61,7 @@ impl Backend {
         match self {
             Self::Sim(b) => b.run_size(size, hooks),
             Self::Mem(b) => b.run_size(size, hooks),
+            Self::Dpdk(b) => b.run_size(size, hooks),
         }
     }
 }
@@ -102,20 +107,12 @@ pub fn row_of(s: &Settings, o: &SizeOutcome) -> Row {
     }
 }
 
-fn backend_missing(kind: BackendKind) -> anyhow::Error {
-    anyhow::anyhow!(
-        "--backend {}: this build of mrc-perf has no software NIC runtime (mrc-nic) yet; use \
-         --backend sim (the default) for now",
-        kind.name()
-    )
-}
-
 /// Run every size, print the tables (and JSON), return what happened.
 pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     let mut backend = match s.backend {
         BackendKind::Sim => Backend::Sim(Box::new(SimBackend::new(s)?)),
         BackendKind::Mem => Backend::Mem(Box::new(MemBackend::new(s)?)),
-        other @ BackendKind::Dpdk => return Err(backend_missing(other)),
+        BackendKind::Dpdk => Backend::Dpdk(Box::new(DpdkBackend::new(s)?)),
     };
     let info: FabricInfo = backend.info().clone();
     let exporter = s

@@ -315,7 +315,9 @@ pub fn fault_summary(s: &Settings, f: &FabricInfo, snap: &Snapshot, complete: bo
 
 /// The `--check` line.
 pub fn check_line(c: &CheckResult) -> String {
-    if c.bytes_wrong == 0 {
+    if c.bytes_checked == 0 {
+        " Data check: nothing was written to this side".to_owned()
+    } else if c.bytes_wrong == 0 {
         format!(
             " Data check: {} bytes verified, all correct",
             c.bytes_checked

@@ -1,0 +1,572 @@
+//! `--backend dpdk`: one side per process, on DPDK ports (one per plane), with perftest's
+//! out-of-band exchange over TCP: `mrc-perf write_bw --backend dpdk --eal "…"` waits on
+//! `-p` as the server, `mrc-perf write_bw SERVER --backend dpdk --eal "…"` connects as the
+//! client. One line of text per message:
+//!
+//! ```text
+//! client → server  HELLO {parameters}          server → client  OK | ERR why
+//! both, per size   QPS addr rkey qpn,qpn,...   (then connect, wait for the links)
+//! both             READY                       (then run)
+//! both             DONE {records, check}
+//! client           STOPPED  (its NIC stopped polling: memif teardown order, docs/nics.md)
+//! ```
+//!
+//! Each side prints the tables of what its own NIC saw; the client's result row adds the
+//! server's direction with `-b`, as perftest does.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::{Ipv6Addr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration as StdDuration;
+
+use anyhow::{Context as _, bail};
+use mrc_nic::io::dpdk::{DpdkIo, DpdkPorts};
+use mrc_nic::{MemoryRegion, Nic, NicConfig, NicHandle};
+use mrc_transport::Instant;
+use mrc_transport::verbs::{Access, CqHandle, MrKeys, QpCap, QpInitAttr, QpTransition, Qpn};
+use serde_json::{Value, json};
+
+use super::app::{PerfApp, QpRecord, QpWiring, lock};
+use super::backend::{
+    BUFFER_IOVA, CheckResult, FabricInfo, Hooks, SizeOutcome, app_params, buffer_len, check_dest,
+    dst_addr, fill_sources, roles, src_addr,
+};
+use super::counters::Snapshot;
+use super::mem_backend::{connect, drive, endpoint_config, host_counters, init_attr, nic_addr};
+use super::settings::Settings;
+
+/// How long the exchange waits for the peer.
+const EXCHANGE_TIMEOUT: StdDuration = StdDuration::from_mins(1);
+/// memif marks a link down before its control thread is done with the disconnect; closing a
+/// port in that window double-frees (docs/nics.md).
+const DISCONNECT_GRACE: StdDuration = StdDuration::from_millis(100);
+
+/// The port names from `--eal`: every `--vdev=NAME,...` and `-a NAME` / `--allow=NAME`, in
+/// order (plane order).
+pub fn port_names(eal: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut it = eal.iter().peekable();
+    while let Some(a) = it.next() {
+        let value = if let Some(v) = a
+            .strip_prefix("--vdev=")
+            .or_else(|| a.strip_prefix("--allow="))
+        {
+            Some(v.to_owned())
+        } else if a == "--vdev" || a == "-a" || a == "--allow" {
+            it.next().cloned()
+        } else {
+            None
+        };
+        if let Some(v) = value {
+            out.push(v.split(',').next().unwrap_or_default().to_owned());
+        }
+    }
+    out
+}
+
+/// The line channel to the peer.
+#[derive(Debug)]
+struct Peer {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Peer {
+    fn new(stream: TcpStream) -> anyhow::Result<Self> {
+        stream.set_read_timeout(Some(EXCHANGE_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+        })
+    }
+
+    fn send(&mut self, line: &str) -> anyhow::Result<()> {
+        writeln!(self.writer, "{line}").context("the peer closed the exchange")?;
+        Ok(())
+    }
+
+    /// The next line, which must start with `word`; the rest of it.
+    fn expect(&mut self, word: &str) -> anyhow::Result<String> {
+        let mut line = String::new();
+        let n = self
+            .reader
+            .read_line(&mut line)
+            .with_context(|| format!("waiting for the peer's {word}"))?;
+        if n == 0 {
+            bail!("the peer closed the exchange before {word}");
+        }
+        let line = line.trim_end();
+        if let Some(why) = line.strip_prefix("ERR ") {
+            bail!("the peer refused: {why}");
+        }
+        line.strip_prefix(word)
+            .map(|r| r.trim_start().to_owned())
+            .ok_or_else(|| anyhow::anyhow!("expected {word} from the peer, got {line:?}"))
+    }
+}
+
+/// What both sides must agree on.
+fn parameters(s: &Settings, planes: usize) -> Value {
+    json!({
+        "test": s.test.name(),
+        "-s": s.sizes,
+        "-n": s.iters,
+        "-D": s.duration.map(|d| d.0),
+        "-q": s.qps,
+        "-b": s.bidirectional,
+        "-t": s.tx_depth,
+        "-r": s.rx_depth,
+        "-Q": s.cq_mod,
+        "--cc": s.cc.name(),
+        "--evs": s.evs,
+        "planes": planes,
+        "--check": s.check,
+        "traffic": s.pattern.to_string(),
+    })
+}
+
+/// The parameters that differ, as `name: client X, server Y`.
+pub fn mismatches(client: &Value, server: &Value) -> Vec<String> {
+    let (Some(c), Some(s)) = (client.as_object(), server.as_object()) else {
+        return vec!["unreadable parameters".to_owned()];
+    };
+    c.iter()
+        .filter(|(k, v)| s.get(*k) != Some(v))
+        .map(|(k, v)| {
+            format!(
+                "{k}: client {v}, server {}",
+                s.get(k).unwrap_or(&Value::Null)
+            )
+        })
+        .collect()
+}
+
+fn record_json(r: &QpRecord) -> Value {
+    json!({
+        "posted": r.posted,
+        "completed": r.completed,
+        "received": r.received,
+        "post_times": r.post_times.iter().map(|t| t.0).collect::<Vec<_>>(),
+        "completions": r.completions.iter().map(|(n, t)| [*n, t.0]).collect::<Vec<_>>(),
+        "first_post": r.first_post.map(|t| t.0),
+        "last_completion": r.last_completion.map(|t| t.0),
+        "rtts_ns": r.rtts_ns,
+    })
+}
+
+fn record_from(v: &Value) -> QpRecord {
+    let u = |k: &str| v[k].as_u64().unwrap_or(0);
+    let t = |k: &str| v[k].as_u64().map(Instant);
+    let list = |k: &str| -> Vec<u64> {
+        v[k].as_array()
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default()
+    };
+    QpRecord {
+        qpn: Qpn(0),
+        posted: u("posted"),
+        completed: u("completed"),
+        received: u("received"),
+        post_times: list("post_times").into_iter().map(Instant).collect(),
+        completions: v["completions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| Some((p[0].as_u64()?, Instant(p[1].as_u64()?))))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        first_post: t("first_post"),
+        last_completion: t("last_completion"),
+        rtts_ns: list("rtts_ns"),
+    }
+}
+
+/// This process's side of a two-host run.
+#[derive(Debug)]
+pub struct DpdkBackend {
+    settings: Settings,
+    /// 0: client, 1: server (the `--check` pattern and role numbers).
+    me: u16,
+    planes: u8,
+    /// The NIC and its ports; dropped in the memif-safe order by [`Drop`].
+    nic: Option<Nic<DpdkIo>>,
+    handle: NicHandle,
+    peer: Option<Peer>,
+    peer_addr: Ipv6Addr,
+    info: FabricInfo,
+    eal: Option<mrc_dpdk::Eal>,
+}
+
+impl DpdkBackend {
+    pub fn new(s: &Settings) -> anyhow::Result<Self> {
+        let eal_args: Vec<String> = s
+            .eal
+            .as_deref()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        let names = port_names(&eal_args);
+        if names.is_empty() {
+            bail!(
+                "--backend dpdk needs its ports in --eal: one --vdev=NAME,... or -a PCI per plane, in plane order"
+            );
+        }
+        let planes = u8::try_from(names.len())
+            .ok()
+            .filter(|p| (1..=8).contains(p))
+            .ok_or_else(|| anyhow::anyhow!("1 to 8 ports (planes), not {}", names.len()))?;
+        // Role numbers: 0 the client, 1 the server.
+        let me = u16::from(s.server.is_none());
+        // The exchange first: a peer that is not there fails before the EAL takes the ports.
+        let (mut peer, what) = if let Some(host) = &s.server {
+            let addr = format!("{host}:{}", s.port);
+            let stream = connect_with_retry(&addr).with_context(|| {
+                format!(
+                    "cannot reach the server at {addr}: is `mrc-perf {} --backend dpdk` running there with -p {}?",
+                    s.test.name(),
+                    s.port
+                )
+            })?;
+            (Peer::new(stream)?, format!("client of {addr}"))
+        } else {
+            let listener = TcpListener::bind(("0.0.0.0", s.port))
+                .with_context(|| format!("-p {}: cannot listen", s.port))?;
+            eprintln!("waiting for the client on TCP port {}", s.port);
+            let (stream, from) = listener.accept()?;
+            (Peer::new(stream)?, format!("server, client {from}"))
+        };
+        let mine = parameters(s, names.len());
+        if me == 0 {
+            peer.send(&format!("HELLO {mine}"))?;
+            peer.expect("OK")?;
+        } else {
+            let theirs: Value =
+                serde_json::from_str(&peer.expect("HELLO")?).context("the client's parameters")?;
+            let diff = mismatches(&theirs, &mine);
+            if !diff.is_empty() {
+                let why = format!("mismatched parameters ({})", diff.join("; "));
+                peer.send(&format!("ERR {why}"))?;
+                bail!("{why}");
+            }
+            peer.send("OK")?;
+        }
+        let eal = mrc_dpdk::Eal::init(&eal_args)
+            .map_err(|e| anyhow::anyhow!("DPDK is not available: {e}"))?;
+        let mut ports = DpdkPorts::new(names.clone());
+        ports.promiscuous = false;
+        let io = ports
+            .open(&eal)
+            .with_context(|| format!("opening DPDK ports {}", names.join(", ")))?
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("no DPDK port opened"))?;
+        let ec = endpoint_config(s, me, planes);
+        let (payload_mtu, ev) = (ec.payload_mtu, ec.ev_profiles[0]);
+        let mut cfg = NicConfig::new(ec);
+        cfg.thread_name = "mrc-perf-nic".into();
+        let (nic, handle) = Nic::spawn(cfg, io).context("starting the NIC thread")?;
+        let info = FabricInfo {
+            clock: "real",
+            fabric: format!("dpdk: {}", names.join(", ")),
+            planes,
+            hosts: 2,
+            client: if me == 0 {
+                "this host".into()
+            } else {
+                "peer".into()
+            },
+            server: if me == 1 {
+                "this host".into()
+            } else {
+                "peer".into()
+            },
+            link_gbps: 0,
+            payload_mtu,
+            paths_per_plane: 0,
+            evs_per_plane: ev.evs_per_plane,
+            active_evs_per_plane: ev.active_per_plane,
+            routing: "ECMP",
+            faults: Vec::new(),
+            exchange: "Ethernet (TCP)",
+        };
+        eprintln!("mrc-perf: {what}");
+        Ok(Self {
+            settings: s.clone(),
+            me,
+            planes,
+            nic: Some(nic),
+            handle,
+            peer: Some(peer),
+            peer_addr: nic_addr(1 - me),
+            info,
+            eal: Some(eal),
+        })
+    }
+
+    pub fn info(&self) -> &FabricInfo {
+        &self.info
+    }
+
+    fn peer(&mut self) -> &mut Peer {
+        self.peer
+            .as_mut()
+            .expect("the exchange lives as long as the backend")
+    }
+
+    /// Run one size against the peer.
+    pub fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
+        let s = self.settings.clone();
+        let handle = self.handle.clone();
+        let h = &handle;
+        let pd = h.alloc_pd()?;
+        let cq: CqHandle = h.create_cq(1 << 15)?;
+        let mut qpns = Vec::new();
+        for _ in 0..s.qps {
+            let q = h.create_qp(&QpInitAttr {
+                pd,
+                send_cq: cq,
+                recv_cq: cq,
+                cap: QpCap {
+                    max_send_wr: s.tx_depth.max(s.cq_mod) + 1,
+                    max_recv_wr: s.rx_depth.max(1),
+                    max_send_sge: 1,
+                },
+                sq_sig_all: false,
+            })?;
+            h.modify_qp(q, QpTransition::Init(init_attr(&s)))?;
+            qpns.push(q);
+        }
+        let mut buf = vec![0u8; buffer_len(s.qps, size)];
+        if s.check {
+            fill_sources(&mut buf, u32::from(self.me), s.qps, size);
+        }
+        let region = MemoryRegion::from_slice(&buf);
+        let keys: MrKeys = h.reg_mr(
+            pd,
+            BUFFER_IOVA,
+            &region,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        )?;
+        let my_addr = nic_addr(self.me);
+        let list: Vec<String> = qpns.iter().map(|q| q.0.to_string()).collect();
+        self.peer()
+            .send(&format!("QPS {my_addr} {} {}", keys.rkey, list.join(",")))?;
+        let line = self.peer().expect("QPS")?;
+        let mut w = line.split_whitespace();
+        let (Some(addr), Some(rkey), Some(theirs)) = (w.next(), w.next(), w.next()) else {
+            bail!("a malformed QPS line from the peer: {line:?}");
+        };
+        self.peer_addr = addr.parse().context("the peer's NIC address")?;
+        let rkey: u32 = rkey.parse().context("the peer's rkey")?;
+        let theirs: Vec<Qpn> = theirs
+            .split(',')
+            .map(|q| q.parse().map(Qpn))
+            .collect::<Result<_, _>>()
+            .context("the peer's QPNs")?;
+        if theirs.len() != qpns.len() {
+            bail!(
+                "the peer has {} QPs, this side {}",
+                theirs.len(),
+                qpns.len()
+            );
+        }
+        let (my_psn, peer_psn) = if self.me == 0 { (100, 200) } else { (200, 100) };
+        for (mine, theirs) in qpns.iter().zip(&theirs) {
+            connect(h, *mine, self.peer_addr, *theirs, my_psn, peer_psn)?;
+        }
+        wait_links(h)?;
+        self.peer().send("READY")?;
+        self.peer().expect("READY")?;
+
+        let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
+        let (send, receive) = if self.me == 0 {
+            (c_send, c_recv)
+        } else {
+            (s_send, s_recv)
+        };
+        let wiring = (0..s.qps)
+            .map(|i| QpWiring {
+                qpn: qpns[i as usize],
+                send,
+                receive,
+                lkey: keys.lkey,
+                local_addr: src_addr(i, size),
+                remote_addr: dst_addr(i, s.qps, size),
+                rkey,
+            })
+            .collect();
+        let app = Arc::new(Mutex::new(PerfApp::new(app_params(&s, size), wiring)));
+        let planes = self.planes;
+        let me = u32::from(self.me);
+        let snapshot = |at: StdDuration| -> anyhow::Result<Snapshot> {
+            Ok(Snapshot {
+                at_ns: at.as_nanos() as u64,
+                hosts: vec![host_counters(me, h, planes, &qpns)?],
+            })
+        };
+        let (mut error, elapsed) = drive(
+            &s,
+            size,
+            hooks,
+            planes,
+            std::slice::from_ref(&app),
+            &[(h, cq)],
+            &snapshot,
+        )?;
+        let mine: Vec<QpRecord> = lock(&app).records().cloned().collect();
+        let done = json!({
+            "records": mine.iter().map(record_json).collect::<Vec<_>>(),
+            "error": error,
+        });
+        self.peer().send(&format!("DONE {done}"))?;
+        let theirs: Value =
+            serde_json::from_str(&self.peer().expect("DONE")?).context("the peer's results")?;
+        if let Some(e) = theirs["error"].as_str() {
+            error.get_or_insert_with(|| format!("peer: {e}"));
+        }
+        // The peer's writes are all placed once its sends completed: check and count now.
+        let check = s.check.then(|| {
+            let peer_sends = if self.me == 0 { s_send } else { c_send };
+            let mut total = CheckResult::default();
+            if peer_sends {
+                for i in 0..s.qps {
+                    let mut dst = vec![0; size as usize];
+                    region.read((dst_addr(i, s.qps, size) - BUFFER_IOVA) as usize, &mut dst);
+                    let r = check_dest(&dst, 1 - me, i);
+                    total.bytes_checked += r.bytes_checked;
+                    total.bytes_wrong += r.bytes_wrong;
+                }
+            }
+            total
+        });
+        let counters = snapshot(elapsed)?;
+        let peer_records: Vec<QpRecord> = theirs["records"]
+            .as_array()
+            .map(|a| a.iter().map(record_from).collect())
+            .unwrap_or_default();
+        let (records, sending) = if self.me == 0 {
+            (
+                vec![mine, peer_records],
+                vec![vec![c_send; s.qps as usize], vec![s_send; s.qps as usize]],
+            )
+        } else {
+            (
+                vec![peer_records, mine],
+                vec![vec![c_send; s.qps as usize], vec![s_send; s.qps as usize]],
+            )
+        };
+        Ok(SizeOutcome {
+            size,
+            records,
+            sending,
+            counters,
+            check,
+            error,
+        })
+    }
+}
+
+impl Drop for DpdkBackend {
+    /// memif's teardown order (docs/nics.md): the client stops polling first and says so; the
+    /// server then stops and closes its ports; the client closes its own once it saw the links
+    /// go down, after a grace period.
+    fn drop(&mut self) {
+        let nic = self.nic.take();
+        if self.me == 0 {
+            let exit = nic.and_then(|n| n.shutdown().ok());
+            if let Some(p) = self.peer.as_mut() {
+                let _ = p.send("STOPPED");
+            }
+            if let Some(exit) = exit {
+                let ports = exit.io.ports().clone();
+                let deadline = std::time::Instant::now() + StdDuration::from_secs(5);
+                while (0..usize::from(self.planes)).any(|p| ports.link(p).is_some_and(|l| l.up))
+                    && std::time::Instant::now() < deadline
+                {
+                    std::thread::sleep(StdDuration::from_millis(1));
+                }
+                std::thread::sleep(DISCONNECT_GRACE);
+                drop(ports);
+                drop(exit);
+            }
+        } else {
+            if let Some(p) = self.peer.as_mut() {
+                let _ = p.expect("STOPPED");
+            }
+            drop(nic.and_then(|n| n.shutdown().ok()));
+        }
+        self.peer = None;
+        drop(self.eal.take());
+    }
+}
+
+fn connect_with_retry(addr: &str) -> std::io::Result<TcpStream> {
+    let deadline = std::time::Instant::now() + StdDuration::from_secs(5);
+    loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => return Ok(s),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(StdDuration::from_millis(100)),
+        }
+    }
+}
+
+/// Wait until every port can send (link up, next hop known).
+fn wait_links(h: &NicHandle) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + EXCHANGE_TIMEOUT;
+    while !h.ports()?.iter().all(|p| p.usable) {
+        if std::time::Instant::now() > deadline {
+            bail!("the DPDK links never came up (is the peer's side of every port running?)");
+        }
+        std::thread::sleep(StdDuration::from_millis(5));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_come_from_the_eal_arguments_in_order() {
+        let a: Vec<String> =
+            "--no-huge --vdev=net_memif0,role=server,id=0 -a 0000:3b:00.0 --vdev net_ring1"
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect();
+        assert_eq!(port_names(&a), ["net_memif0", "0000:3b:00.0", "net_ring1"]);
+    }
+
+    #[test]
+    fn mismatches_name_both_values() {
+        let c = json!({"-s": [4096], "-n": 5});
+        let s = json!({"-s": [65536], "-n": 5});
+        assert_eq!(mismatches(&c, &s), ["-s: client [4096], server [65536]"]);
+        assert!(mismatches(&c, &c).is_empty());
+    }
+
+    #[test]
+    fn records_cross_the_exchange() {
+        let r = QpRecord {
+            qpn: Qpn(0),
+            posted: 3,
+            completed: 2,
+            received: 1,
+            post_times: vec![Instant(5), Instant(9)],
+            completions: vec![(2, Instant(20))],
+            first_post: Some(Instant(5)),
+            last_completion: Some(Instant(20)),
+            rtts_ns: vec![7],
+        };
+        let back = record_from(&record_json(&r));
+        assert_eq!(back.post_times, r.post_times);
+        assert_eq!(back.completions, r.completions);
+        assert_eq!((back.posted, back.completed, back.received), (3, 2, 1));
+        assert_eq!(
+            (back.first_post, back.last_completion),
+            (r.first_post, r.last_completion)
+        );
+    }
+}

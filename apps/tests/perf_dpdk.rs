@@ -1,0 +1,275 @@
+//! mrc-perf on DPDK ports, as two processes the way perftest is run: a server
+//! (`mrc-perf write_bw --backend dpdk --eal …`) and a client (`mrc-perf write_bw 127.0.0.1
+//! --backend dpdk --eal …`) over two `net_memif` planes, QP attributes exchanged over TCP.
+//! Every byte is checked; the exchange refuses mismatched parameters and an absent server.
+//!
+//! DPDK missing (a build without it) or a single CPU: skipped with a message, or a failure
+//! under `MRC_REQUIRE_ALL=1`.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn require_all() -> bool {
+    std::env::var("MRC_REQUIRE_ALL").is_ok_and(|v| v == "1")
+}
+
+fn skip(why: &str) {
+    assert!(!require_all(), "MRC_REQUIRE_ALL=1 but {why}");
+    eprintln!("perf_dpdk: SKIPPED: {why}");
+}
+
+/// A name no other process uses.
+fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "mrc-perf-{tag}-{}-{}",
+        std::process::id(),
+        nanos % 1_000_000
+    )
+}
+
+/// A TCP port free right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn eal(prefix: &str, role: &str, socket: &str) -> String {
+    let cores = if std::thread::available_parallelism().map_or(1, usize::from) >= 2 {
+        "--lcores=0@(0-1)"
+    } else {
+        "--lcores=0@0"
+    };
+    let vdev = |p: u8| {
+        format!(
+            "--vdev=net_memif{p},role={role},id={p},socket={socket},socket-abstract=yes,bsize=9216"
+        )
+    };
+    format!(
+        "--no-huge --no-pci --no-shconf --no-telemetry -m 512 {cores} --log-level=lib.eal:error \
+         --file-prefix {prefix} {} {}",
+        vdev(0),
+        vdev(1)
+    )
+}
+
+/// Kills the process if the test ends first and removes its DPDK runtime directory.
+struct Proc {
+    child: Option<Child>,
+    prefix: String,
+}
+
+impl Proc {
+    fn spawn(args: &[&str], prefix: &str) -> Self {
+        let child = Command::new(env!("CARGO_BIN_EXE_mrc-perf"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mrc-perf starts");
+        Self {
+            child: Some(child),
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    fn finish(&mut self, limit: Duration) -> Output {
+        let deadline = Instant::now() + limit;
+        let child = self.child.as_mut().expect("running");
+        while child.try_wait().expect("wait").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "mrc-perf did not finish in {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child
+            .take()
+            .expect("running")
+            .wait_with_output()
+            .expect("output")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for base in [
+            "/var/run/dpdk".to_owned(),
+            format!(
+                "{}/dpdk",
+                std::env::var("XDG_RUNTIME_DIR").unwrap_or_default()
+            ),
+        ] {
+            let dir = std::path::Path::new(&base).join(&self.prefix);
+            if self.prefix.starts_with("mrc-perf-") && dir.exists() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Delivered bytes of the per-plane table's total row.
+fn delivered(stdout: &str) -> u64 {
+    stdout
+        .lines()
+        .skip_while(|l| !l.starts_with(" Per plane"))
+        .find(|l| l.trim_start().starts_with("total"))
+        .and_then(|l| l.split_whitespace().nth(2)?.parse().ok())
+        .expect("a total row")
+}
+
+#[test]
+fn server_and_client_over_memif_move_and_check_every_byte() {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        return skip("one CPU: two DPDK processes with NIC threads need two");
+    }
+    let socket = format!("/{}.sock", unique("memif"));
+    let (sp, cp) = (unique("s"), unique("c"));
+    let port = free_port().to_string();
+    let common = [
+        "write_imm_bw",
+        "-n",
+        "300",
+        "-s",
+        "16384",
+        "-q",
+        "2",
+        "-b",
+        "--check",
+        "--no-live",
+    ];
+    let server_eal = eal(&sp, "server", &socket);
+    let mut args: Vec<&str> = common.to_vec();
+    args.extend(["--backend", "dpdk", "-p", &port, "--eal", &server_eal]);
+    let mut server = Proc::spawn(&args, &sp);
+    let client_eal = eal(&cp, "client", &socket);
+    let json = std::env::temp_dir().join(format!("{}.json", unique("dpdk")));
+    let json_s = json.to_str().unwrap().to_owned();
+    let mut args: Vec<&str> = common.to_vec();
+    args.extend([
+        "127.0.0.1",
+        "--backend",
+        "dpdk",
+        "-p",
+        &port,
+        "--eal",
+        &client_eal,
+        "--out_json_file",
+        &json_s,
+    ]);
+    let mut client = Proc::spawn(&args, &cp);
+    let c = client.finish(Duration::from_mins(4));
+    let s = server.finish(Duration::from_mins(1));
+    let ((cout, cerr), (sout, serr)) = (text(&c), text(&s));
+    if cerr.contains("DPDK is not available") || serr.contains("DPDK is not available") {
+        return skip("this build has no DPDK");
+    }
+    assert!(
+        c.status.success(),
+        "client:\n{cout}\n{cerr}\nserver:\n{sout}\n{serr}"
+    );
+    assert!(s.status.success(), "server:\n{sout}\n{serr}");
+    // Both ways: each side received 2 QPs x 300 x 16 KiB and checked the last of it.
+    let each_way = 2 * 300 * 16384;
+    for (who, out) in [("client", &cout), ("server", &sout)] {
+        assert_eq!(delivered(out), each_way, "{who} delivered bytes:\n{out}");
+        assert!(
+            out.contains("Data check: 32768 bytes verified, all correct"),
+            "{who}:\n{out}"
+        );
+        assert!(out.contains(" Clock           : real"));
+        assert!(out.contains("Data ex. method : Ethernet (TCP)"));
+    }
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("client JSON")).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(
+        j["results"]["bytes"],
+        2 * each_way,
+        "-b adds the server's direction"
+    );
+    assert_eq!(j["results"]["n_iterations"], 300);
+}
+
+#[test]
+fn the_exchange_refuses_mismatched_parameters_and_an_absent_server() {
+    let port = free_port().to_string();
+    let (sp, cp) = (unique("ms"), unique("mc"));
+    let eal_s = "--no-huge --vdev=net_null0";
+    let mut server = Proc::spawn(
+        &[
+            "write_bw",
+            "-n",
+            "300",
+            "--backend",
+            "dpdk",
+            "-p",
+            &port,
+            "--eal",
+            eal_s,
+        ],
+        &sp,
+    );
+    let mut client = Proc::spawn(
+        &[
+            "write_bw",
+            "127.0.0.1",
+            "-n",
+            "200",
+            "--backend",
+            "dpdk",
+            "-p",
+            &port,
+            "--eal",
+            eal_s,
+        ],
+        &cp,
+    );
+    let (c, s) = (
+        client.finish(Duration::from_mins(1)),
+        server.finish(Duration::from_mins(1)),
+    );
+    let (_, cerr) = text(&c);
+    let (_, serr) = text(&s);
+    assert_eq!(c.status.code(), Some(1));
+    assert_eq!(s.status.code(), Some(1));
+    assert!(
+        cerr.contains("mismatched parameters") && cerr.contains("-n: client 200, server 300"),
+        "{cerr}"
+    );
+    assert!(serr.contains("mismatched parameters"), "{serr}");
+
+    let nobody = free_port().to_string();
+    let mut lone = Proc::spawn(
+        &[
+            "write_bw",
+            "127.0.0.1",
+            "--backend",
+            "dpdk",
+            "-p",
+            &nobody,
+            "--eal",
+            eal_s,
+        ],
+        &unique("lone"),
+    );
+    let l = lone.finish(Duration::from_mins(1));
+    let (_, lerr) = text(&l);
+    assert_eq!(l.status.code(), Some(1));
+    assert!(lerr.contains("cannot reach the server"), "{lerr}");
+}
