@@ -229,8 +229,11 @@ impl PacketIo for DpdkIo {
                 self.stats.tx_no_buffer += 1;
                 return None;
             };
-            // The whole room, trimmed to the frame at commit.
-            m.append(self.frame_room).ok()?;
+            // The whole room, trimmed to the frame at commit (`new` checked that it fits).
+            if m.append(self.frame_room).is_err() {
+                self.stats.tx_no_buffer += 1;
+                return None;
+            }
             self.staged = Some(m);
         }
         self.staged.as_mut().map(Mbuf::data_mut)
