@@ -144,8 +144,8 @@ pub enum Rate {
 }
 
 /// How each QP paces its messages. Every pattern starts at the run's start on every QP and
-/// host together (in the simulator exactly; on real ports at the start time agreed in the
-/// exchange).
+/// host together (in the simulator exactly, at virtual time zero; on DPDK ports when both
+/// sides leave the exchange's READY barrier).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Pattern {
     /// As fast as the TX depth allows (perftest's default).
