@@ -428,6 +428,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cc_choice_reaches_the_engines() {
+        use clap::Parser as _;
+        for (cc, want) in [("nscc", "nscc"), ("fixed", "fixed"), ("roce", "dcqcn")] {
+            let s = super::super::cli::Args::try_parse_from(["mrc-perf", "--cc", cc])
+                .unwrap()
+                .settings()
+                .unwrap();
+            let plan = load_plan(&s).unwrap();
+            let mut sim = Sim::new(plan, sim_config(&s)).unwrap();
+            let conn = sim.connect(0, 2, ConnOpts::default()).unwrap();
+            let name = sim.endpoint(0).cc_state(conn.a.qpn).unwrap().name;
+            assert!(name.to_lowercase().contains(want), "--cc {cc}: {name}");
+        }
+    }
+
+    #[test]
     fn builtin_plan_is_valid_for_every_plane_count() {
         for planes in 1..=8 {
             let p = Plan::from_toml(&builtin_plan_toml(planes), "t").unwrap();
