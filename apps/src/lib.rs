@@ -1,5 +1,6 @@
 //! Shared code of the mrc-rs command-line tools.
 
+pub mod coll;
 pub mod fabric;
 pub mod metrics;
 pub mod perf;

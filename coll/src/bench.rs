@@ -298,10 +298,12 @@ mod tests {
                 Measure {
                     time_ns: Some(t),
                     wrong: Some(w),
+                    timed_start_ns: None,
                 },
                 Measure {
                     time_ns: Some(t),
                     wrong: None,
+                    timed_start_ns: None,
                 },
             ]],
             ..RankReport::default()

@@ -25,6 +25,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod bootstrap;
 mod check;
 pub mod comm;
 pub mod dtype;

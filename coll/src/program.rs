@@ -43,6 +43,8 @@ pub struct Measure {
     pub time_ns: Option<f64>,
     /// Wrong elements of the checked run.
     pub wrong: Option<u64>,
+    /// When the timed loop started (the rank's clock, ns): for faults "mid-run".
+    pub timed_start_ns: Option<u64>,
 }
 
 /// What one rank reports: `[out-of-place, in-place]` per row, and why it stopped early.
@@ -234,9 +236,18 @@ impl Program {
     fn enter(&mut self, now: Instant, verbs: &mut dyn Verbs) -> Result<(), CommError> {
         match self.steps[self.pc] {
             Step::Barrier => self.comm.barrier_enter(verbs)?,
-            Step::Run { iters, .. } => {
+            Step::Run {
+                iters,
+                timed,
+                row,
+                in_place,
+            } => {
                 self.ops_left = iters;
                 self.run_started = now;
+                if timed {
+                    self.report.lock().expect("report lock").rows[row][usize::from(in_place)]
+                        .timed_start_ns = Some(now.0);
+                }
             }
             Step::Init { row, in_place } => {
                 let spec = self.rows[row].spec;

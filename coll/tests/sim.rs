@@ -43,7 +43,7 @@ fn run(opts: &BenchOpts, ranks: usize, faults: Vec<Fault>) -> Vec<[Option<LineRe
     let mut lines = vec![[None, None]; rows.len()];
     let out = b
         .run(opts.coll, &rows, &program_opts(opts, true), &mut |i, l| {
-            lines[i] = l
+            lines[i] = l;
         })
         .expect("run");
     for r in &out.reports {

@@ -4,6 +4,8 @@
 //! exchanges what peers need, runs one [`Program`](crate::program::Program) per rank and
 //! hands back the ranks' reports.
 
+pub mod mem;
+pub mod nic;
 pub mod sim;
 
 use crate::bench::{BenchOpts, LineResult, fold_line};

@@ -32,16 +32,33 @@ pub enum SimBackendError {
     Sim(#[from] SimError),
 }
 
+/// Faults that strike "mid-run": during the timed loop of one line, once rank 0 started it.
+#[derive(Debug, Clone)]
+pub struct MidRun {
+    pub row: usize,
+    /// 0 out-of-place, 1 in-place.
+    pub placement: usize,
+    /// How long after the timed loop started (virtual ns).
+    pub after_ns: u64,
+    /// The faults, their times relative to the trigger.
+    pub faults: Vec<Fault>,
+}
+
 /// How the simulated ranks are set up.
 #[derive(Debug, Clone)]
 pub struct SimBackend {
     pub plan: Plan,
     pub ranks: usize,
     pub seed: u64,
+    /// Faults at absolute virtual times.
     pub faults: Vec<Fault>,
+    pub mid_run: Option<MidRun>,
     pub window: u32,
     pub recv_depth: u32,
 }
+
+/// Virtual time between two looks at the ranks' reports.
+const SEGMENT: SimTime = SimTime(50_000_000);
 
 /// What a simulated run produced.
 #[derive(Debug)]
@@ -51,6 +68,8 @@ pub struct SimRun {
     pub counters: FabricCounters,
     /// EV health changes seen (failover activity).
     pub ev_changes: usize,
+    /// The faults that struck mid-run, at their absolute times.
+    pub mid_run_faults: Vec<Fault>,
     /// The host of each rank.
     pub hosts: Vec<u32>,
 }
@@ -67,6 +86,7 @@ impl SimBackend {
             ranks,
             seed: 1,
             faults: Vec::new(),
+            mid_run: None,
             window: DEFAULT_WINDOW,
             recv_depth: DEFAULT_RECV_DEPTH,
         }
@@ -106,7 +126,7 @@ impl SimBackend {
         }
         let mut cfg = SimConfig::from_plan(&self.plan).map_err(|e| SimBackendError::Plan(e.0))?;
         cfg.seed = self.seed;
-        cfg.sample_every = Some(mrc_transport::Duration::from_micros(50));
+        cfg.sample_every = None;
         let mut sim = Sim::new(self.plan.clone(), cfg)?;
         let hosts: Vec<u32> = (0..n).map(|r| self.host_of(r)).collect();
 
@@ -188,9 +208,46 @@ impl SimBackend {
                 printed += 1;
             }
         };
-        let summary = sim.run(RunLimit::until(SimTime::MAX), &mut |_| {
-            emit(&handles, false)
-        });
+        // Run in segments of virtual time: between two, print what is complete and strike
+        // the mid-run faults when their line's timed loop has started.
+        let mut mid = self.mid_run.clone();
+        let mut struck = Vec::new();
+        let mut summary = RunSummary {
+            events: 0,
+            end: sim.now(),
+            apps_done: false,
+            wall_secs: 0.0,
+        };
+        loop {
+            let from = sim.now();
+            let until = SimTime(from.0.saturating_add(SEGMENT.0));
+            let seg = sim.run(RunLimit::until(until), &mut |_| {});
+            summary.events += seg.events;
+            summary.wall_secs += seg.wall_secs;
+            summary.end = seg.end;
+            summary.apps_done = seg.apps_done;
+            emit(&handles, false);
+            // Done, or nothing left to happen at all.
+            if seg.apps_done || (seg.events == 0 && seg.end <= from) {
+                break;
+            }
+            if let Some(m) = &mid {
+                let started =
+                    handles[0].lock().expect("report lock").rows[m.row][m.placement].timed_start_ns;
+                if let Some(t) = started {
+                    let base = SimTime(t * 1000 + m.after_ns * 1000).max(sim.now());
+                    for f in &m.faults {
+                        let f = Fault {
+                            at: base.plus_ps(f.at.0),
+                            kind: f.kind,
+                        };
+                        sim.schedule(f);
+                        struck.push(f);
+                    }
+                    mid = None;
+                }
+            }
+        }
         emit(&handles, true);
         let reports: Vec<RankReport> = handles
             .iter()
@@ -210,6 +267,7 @@ impl SimBackend {
             summary,
             counters,
             ev_changes,
+            mid_run_faults: struck,
             hosts,
         })
     }
