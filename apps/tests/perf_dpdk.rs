@@ -9,6 +9,16 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// The tests of this file one at a time: each picks free TCP ports, and two tests running at
+/// once could be handed the same one.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn require_all() -> bool {
     std::env::var("MRC_REQUIRE_ALL").is_ok_and(|v| v == "1")
 }
@@ -135,6 +145,7 @@ fn delivered(stdout: &str) -> u64 {
 
 #[test]
 fn server_and_client_over_memif_move_and_check_every_byte() {
+    let _one = serial();
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
         return skip("one CPU: two DPDK processes with NIC threads need two");
     }
@@ -208,6 +219,7 @@ fn server_and_client_over_memif_move_and_check_every_byte() {
 
 #[test]
 fn the_exchange_refuses_mismatched_parameters_and_an_absent_server() {
+    let _one = serial();
     let port = free_port().to_string();
     let (sp, cp) = (unique("ms"), unique("mc"));
     let eal_s = "--no-huge --vdev=net_null0";

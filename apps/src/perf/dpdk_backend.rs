@@ -241,6 +241,8 @@ impl DpdkBackend {
         let mine = parameters(s, names.len());
         if me == 0 {
             peer.send(&format!("HELLO {mine}"))?;
+            // The server's ports are open when it answers: a memif client port (or any port
+            // that connects to its peer at start) then finds the other side listening.
             peer.expect("OK")?;
         } else {
             let theirs: Value =
@@ -251,17 +253,31 @@ impl DpdkBackend {
                 peer.send(&format!("ERR {why}"))?;
                 bail!("{why}");
             }
-            peer.send("OK")?;
         }
-        let eal = mrc_dpdk::Eal::init(&eal_args)
-            .map_err(|e| anyhow::anyhow!("DPDK is not available: {e}"))?;
-        let mut ports = DpdkPorts::new(names.clone());
-        ports.promiscuous = false;
-        let io = ports
-            .open(&eal)
-            .with_context(|| format!("opening DPDK ports {}", names.join(", ")))?
-            .pop()
-            .ok_or_else(|| anyhow::anyhow!("no DPDK port opened"))?;
+        // The server opens its ports before it answers, the client after: ports that connect
+        // to their peer when started (memif clients) never race a peer not yet listening.
+        let open = || -> anyhow::Result<_> {
+            let eal = mrc_dpdk::Eal::init(&eal_args)
+                .map_err(|e| anyhow::anyhow!("DPDK is not available: {e}"))?;
+            let mut ports = DpdkPorts::new(names.clone());
+            ports.promiscuous = false;
+            let io = ports
+                .open(&eal)
+                .with_context(|| format!("opening DPDK ports {}", names.join(", ")))?
+                .pop()
+                .ok_or_else(|| anyhow::anyhow!("no DPDK port opened"))?;
+            Ok((eal, io))
+        };
+        let (eal, io) = if me == 1 {
+            let opened = open();
+            match &opened {
+                Ok(_) => peer.send("OK")?,
+                Err(e) => peer.send(&format!("ERR the server could not open its ports: {e:#}"))?,
+            }
+            opened?
+        } else {
+            open()?
+        };
         let ec = endpoint_config(s, me, planes);
         let (payload_mtu, ev) = (ec.payload_mtu, ec.ev_profiles[0]);
         let mut cfg = NicConfig::new(ec);
