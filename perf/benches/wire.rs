@@ -87,11 +87,11 @@ fn headers(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     let bth = [0xC7, 0, 0xff, 0xff, 0, 0, 0, 0x11, 0x80, 0, 0, 100];
     g.bench_function("bth", |b| {
-        b.iter(|| BthRepr::parse(&BthPacket::new_checked(black_box(&bth[..])).unwrap()))
+        b.iter(|| BthRepr::parse(&BthPacket::new_checked(black_box(&bth[..])).unwrap()));
     });
     let seth = [0x5au8; SETH_LEN];
     g.bench_function("seth", |b| {
-        b.iter(|| SethRepr::parse(&SethPacket::new_checked(black_box(&seth[..])).unwrap()))
+        b.iter(|| SethRepr::parse(&SethPacket::new_checked(black_box(&seth[..])).unwrap()));
     });
     g.finish();
     let _ = BTH_LEN;
@@ -116,33 +116,33 @@ fn frames(c: &mut Criterion) {
             write_srv6
                 .build(black_box(&mut buf), black_box(&payload), &cfg)
                 .unwrap()
-        })
+        });
     });
     g.bench_function("emit_headers_only_srv6_write", |b| {
-        b.iter(|| write_srv6.emit(black_box(&mut buf), PAYLOAD, &cfg).unwrap())
+        b.iter(|| write_srv6.emit(black_box(&mut buf), PAYLOAD, &cfg).unwrap());
     });
     let mut sbuf = vec![0u8; sack.buffer_len(0)];
     g.bench_function("build_srv6_sack", |b| {
-        b.iter(|| sack.build(black_box(&mut sbuf), &[], &cfg).unwrap())
+        b.iter(|| sack.build(black_box(&mut sbuf), &[], &cfg).unwrap());
     });
     let f_srv6 = built(&write_srv6, &payload);
     let f_ecmp = built(&write_ecmp, &payload);
     let f_sack = built(&sack, &[]);
     g.bench_function("parse_srv6_write_4k", |b| {
-        b.iter(|| parse_frame(black_box(&f_srv6), &cfg).unwrap().bth.psn)
+        b.iter(|| parse_frame(black_box(&f_srv6), &cfg).unwrap().bth.psn);
     });
     g.bench_function("parse_srv6_write_4k_no_icrc", |b| {
-        b.iter(|| parse_frame(black_box(&f_srv6), &no_icrc).unwrap().bth.psn)
+        b.iter(|| parse_frame(black_box(&f_srv6), &no_icrc).unwrap().bth.psn);
     });
     g.bench_function("parse_ecmp_write_4k", |b| {
-        b.iter(|| parse_frame(black_box(&f_ecmp), &cfg).unwrap().bth.psn)
+        b.iter(|| parse_frame(black_box(&f_ecmp), &cfg).unwrap().bth.psn);
     });
     g.bench_function("parse_srv6_sack", |b| {
-        b.iter(|| parse_frame(black_box(&f_sack), &cfg).unwrap().bth.psn)
+        b.iter(|| parse_frame(black_box(&f_sack), &cfg).unwrap().bth.psn);
     });
     let covered = &f_srv6[14 + 40..f_srv6.len() - 4];
     g.bench_function("icrc_only_4k", |b| {
-        b.iter(|| icrc::compute(black_box(covered)).unwrap())
+        b.iter(|| icrc::compute(black_box(covered)).unwrap());
     });
     g.finish();
 }

@@ -239,6 +239,14 @@ impl Endpoint {
             + self.planes.capacity() * size_of::<PlaneStats>()
     }
 
+    /// Bytes of heap one QP holds (its rings, queues, EV table and the QP itself): sized by
+    /// its attributes when it is created and connected, never by traffic.
+    pub fn qp_heap_bytes(&self, qpn: Qpn) -> Option<usize> {
+        self.qps
+            .get(qpn.0)
+            .map(|q| size_of::<Qp>() + q.heap_bytes())
+    }
+
     /// Run `f` on QP slot `idx` with the rest of the endpoint as its context, then forward its
     /// EV events, schedule it and re-arm its timer.
     fn with_qp<R>(&mut self, idx: usize, f: impl FnOnce(&mut Qp, &mut Ctx<'_>) -> R) -> Option<R> {

@@ -40,14 +40,19 @@ impl Qp {
             ctx.drop_frame(DropReason::BadAck);
             return;
         };
-        let base = seq_of(req.sq_psn, seth.bitmap_base(), cack).unwrap_or(cack);
+        // A bitmap whose base names a PSN from before the QP started places nothing: moved to
+        // the cumulative ACK instead, it would acknowledge packets the peer never named.
+        let (base, bitmap) = match seq_of(req.sq_psn, seth.bitmap_base(), cack) {
+            Some(base) => (base, seth.sack_bitmap),
+            None => (cack, 0),
+        };
         self.stats.sacks_received += 1;
         let echoed = paths.table.lookup(seth.entropy);
         if echoed.is_none() {
             ctx.drop_frame(DropReason::UnknownEv);
         }
         let ecn = seth.verdict == MultipathVerdict::SkipOnce;
-        let bitmap = if req.gbn { 0 } else { seth.sack_bitmap };
+        let bitmap = if req.gbn { 0 } else { bitmap };
         let Paths {
             table, selector, ..
         } = paths;
@@ -297,11 +302,19 @@ impl Qp {
             ctx.drop_frame(DropReason::WrongState);
             return;
         }
+        let msn = aeth.msn as u16;
+        // An ACK names a message whose packets all left (brief §2.13); MSNs count posts from
+        // zero, so the last such message has MSN `sent_index - 1`. One naming a later
+        // message was never sent: forged or corrupt, it must complete nothing.
+        let sent = self.sq.sent_index();
+        if sent == 0 || (msn.wrapping_sub((sent - 1) as u16) as i16) > 0 {
+            ctx.drop_frame(DropReason::BadAck);
+            return;
+        }
         self.stats.acks_received += 1;
         let Some(req) = self.req.as_mut() else {
             return;
         };
-        let msn = aeth.msn as u16;
         let mut end = None;
         let mut abs = self.sq.head();
         while abs < self.sq.sent_index() {

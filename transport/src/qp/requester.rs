@@ -178,12 +178,18 @@ impl Qp {
         else {
             return TxOutcome::Idle;
         };
-        // MRC resends on another EV; a RoCE-like QP keeps its one path.
+        // MRC resends on another EV; a RoCE-like QP keeps its one path. With no other EV
+        // usable (one path, or every other plane down) the same EV beats never resending.
         let avoid = retx.filter(|_| !req.gbn).map(|(_, e)| e.ev);
-        let Some(ev) = paths
+        let mut ev = paths
             .selector
-            .select(&mut paths.table, planes, avoid, &mut self.rng)
-        else {
+            .select(&mut paths.table, planes, avoid, &mut self.rng);
+        if ev.is_none() && avoid.is_some() {
+            ev = paths
+                .selector
+                .select(&mut paths.table, planes, None, &mut self.rng);
+        }
+        let Some(ev) = ev else {
             return TxOutcome::Blocked;
         };
         let (seq, abs, pkt) = if let Some((seq, e)) = retx {
@@ -260,8 +266,10 @@ impl Qp {
             return TxOutcome::Idle;
         };
 
-        // Commit. A first packet into an empty flight starts its timers.
-        self.timers_dirty |= req.flight.is_empty();
+        // Commit. A first packet into an empty flight starts its timers; so does a
+        // retransmission (its per-packet timeout may come before what is armed: after every
+        // packet in flight was declared lost, only the long retry deadline is).
+        self.timers_dirty |= req.flight.is_empty() || retx.is_some();
         if retx.is_some() {
             req.flight.retransmit(now, seq, ev);
             // Go-back-N resends are counted as they leave (one rewind resends many).
