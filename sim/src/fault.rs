@@ -14,6 +14,9 @@
 //! 60 port-down h3 0                 # host 3, plane 0
 //! 70 port-up h3 0
 //! flap t0-0-0 t1-0-0 start 100 period 2000 down 500 count 5
+//! 0 dup all 0.01                    # every link delivers 1% of frames twice
+//! 0 corrupt t0-0-0 t1-0-1 0.001     # flips one byte of 0.1% of frames
+//! 0 reorder all 0.05 3              # 5% of frames held back up to 3 µs more
 //! ```
 
 use mrc_srv6::plan::{NodeId, SwitchId};
@@ -40,6 +43,20 @@ pub enum FaultKind {
     HostPortDown(u32, u8),
     /// Port `plane` of a host comes back.
     HostPortUp(u32, u8),
+    /// A link (`None`: every link) starts mangling frames; a probability of 0 heals it.
+    Impair(Option<(NodeId, NodeId)>, Impairment),
+}
+
+/// How a link mangles frames besides losing them (the faults a soak campaign injects).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Impairment {
+    /// Each frame is delivered twice with this probability.
+    Duplicate(f64),
+    /// Each frame has one byte past its Ethernet header flipped with this probability.
+    Corrupt(f64),
+    /// Each frame is held back by up to `max_delay_ps` more with probability `prob`, so
+    /// frames behind it overtake it.
+    Reorder { prob: f64, max_delay_ps: u64 },
 }
 
 /// A fault at a time.
@@ -161,6 +178,28 @@ pub fn parse_faults(text: &str) -> Result<Vec<Fault>, FaultParseError> {
                 host(h)?,
                 u8::try_from(num(p)?).map_err(|_| err("bad port"))?,
             ),
+            (Some("dup"), ["all", p]) => FaultKind::Impair(None, Impairment::Duplicate(prob(p)?)),
+            (Some("dup"), [a, b, p]) => {
+                FaultKind::Impair(Some((node(a)?, node(b)?)), Impairment::Duplicate(prob(p)?))
+            }
+            (Some("corrupt"), ["all", p]) => FaultKind::Impair(None, Impairment::Corrupt(prob(p)?)),
+            (Some("corrupt"), [a, b, p]) => {
+                FaultKind::Impair(Some((node(a)?, node(b)?)), Impairment::Corrupt(prob(p)?))
+            }
+            (Some("reorder"), ["all", p, d]) => FaultKind::Impair(
+                None,
+                Impairment::Reorder {
+                    prob: prob(p)?,
+                    max_delay_ps: num(d)? * 1_000_000,
+                },
+            ),
+            (Some("reorder"), [a, b, p, d]) => FaultKind::Impair(
+                Some((node(a)?, node(b)?)),
+                Impairment::Reorder {
+                    prob: prob(p)?,
+                    max_delay_ps: num(d)? * 1_000_000,
+                },
+            ),
             _ => return Err(err("unknown fault")),
         };
         out.push(Fault::at_us(at, kind));
@@ -194,6 +233,26 @@ mod tests {
         assert_eq!(f[8].at, SimTime(35_000_000));
         assert!(parse_faults("1 loss all 2").is_err());
         assert!(parse_faults("1 port-down t0-0-0 1").is_err());
+        let i = parse_faults("0 dup all 0.01\n0 corrupt t0-0-0 t1-0-1 0.5\n0 reorder all 0.1 3\n")
+            .unwrap();
+        assert_eq!(
+            i[0].kind,
+            FaultKind::Impair(None, Impairment::Duplicate(0.01))
+        );
+        assert!(
+            matches!(i[1].kind, FaultKind::Impair(Some(_), Impairment::Corrupt(p)) if p == 0.5)
+        );
+        assert_eq!(
+            i[2].kind,
+            FaultKind::Impair(
+                None,
+                Impairment::Reorder {
+                    prob: 0.1,
+                    max_delay_ps: 3_000_000
+                }
+            )
+        );
+        assert!(parse_faults("0 reorder all 0.1").is_err());
         let e = parse_faults("\n\n1 explode h1").unwrap_err();
         assert_eq!(e.line, 3);
         let _ = HostId(0);

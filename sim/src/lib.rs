@@ -8,7 +8,8 @@
 //!   randomized ECN between two thresholds (not on the last hop), trimming with DSCP rewrite
 //!   (its own code point at the last hop) or tail drop.
 //! - Faults ([`fault`]): links down/up and flapping, per-link loss, gray links, switches that
-//!   stop forwarding, host ports that go down.
+//!   stop forwarding, host ports that go down, links that duplicate, corrupt or reorder
+//!   frames; [`soak`] runs seeded campaigns of them all with every byte verified.
 //! - Hosts run one [`mrc_transport::Endpoint`] each, driven by [`Application`]s over the
 //!   verbs; [`workload`] has the standard ones (permutation, incast with a victim, all-to-all,
 //!   ring all-reduce) and [`traffic`] the connection-matrix text format.
@@ -32,6 +33,7 @@ pub mod queue;
 pub mod report;
 pub mod rng;
 mod sim;
+pub mod soak;
 pub mod svg;
 pub mod switch;
 pub mod time;
@@ -40,7 +42,7 @@ pub mod workload;
 
 pub use app::{Application, Verbs};
 pub use config::{Routing, SimConfig};
-pub use fault::{Fault, FaultKind, parse_faults};
+pub use fault::{Fault, FaultKind, Impairment, parse_faults};
 pub use sim::{
     Conn, ConnOpts, Delivery, EvChange, FabricCounters, QpEnd, RunLimit, RunSummary, Sim, SimError,
 };

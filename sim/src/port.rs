@@ -63,6 +63,21 @@ pub struct PortStats {
     pub down_dropped: u64,
     /// Most bytes queued at once.
     pub peak_queue_bytes: u64,
+    /// Frames the link delivered twice ([`crate::Impairment::Duplicate`]).
+    pub duplicated: u64,
+    /// Frames the link delivered with a byte flipped.
+    pub corrupted: u64,
+    /// Frames the link held back (reordered).
+    pub reordered: u64,
+}
+
+/// What a link does to frames besides losing them (all 0: nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LinkImpairments {
+    pub duplicate: f64,
+    pub corrupt: f64,
+    pub reorder: f64,
+    pub reorder_max_ps: u64,
 }
 
 /// How a frame was classified at admission.
@@ -84,6 +99,8 @@ pub struct Port {
     pub epoch: u32,
     /// Random loss probability per frame on the link (per-link loss and gray links).
     pub loss: f64,
+    /// Duplication, corruption and reordering on the link.
+    pub impair: LinkImpairments,
     /// The frame being serialised.
     pub busy: Option<PacketId>,
     data: VecDeque<PacketId>,
@@ -101,6 +118,7 @@ impl Port {
             up: true,
             epoch: 0,
             loss: 0.0,
+            impair: LinkImpairments::default(),
             busy: None,
             data: VecDeque::new(),
             prio: VecDeque::new(),

@@ -486,4 +486,7 @@ fn add_port_stats(sum: &mut PortStats, s: &PortStats) {
     sum.lost += s.lost;
     sum.down_dropped += s.down_dropped;
     sum.peak_queue_bytes = sum.peak_queue_bytes.max(s.peak_queue_bytes);
+    sum.duplicated += s.duplicated;
+    sum.corrupted += s.corrupted;
+    sum.reordered += s.reordered;
 }

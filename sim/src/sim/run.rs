@@ -6,7 +6,7 @@ use mrc_srv6::wire::{ETHERNET_HEADER_LEN, Ipv6Packet};
 
 use super::{Sim, SimError};
 use crate::fabric::Owner;
-use crate::fault::FaultKind;
+use crate::fault::{FaultKind, Impairment};
 use crate::pool::PacketId;
 use crate::port::Admission;
 use crate::queue::{Event, PortId};
@@ -185,8 +185,39 @@ impl Sim {
             p.stats.lost += 1;
             self.pool.free(pkt);
         } else {
-            let at = self.now.plus_ps(p.model.latency_ps);
+            let mut at = self.now.plus_ps(p.model.latency_ps);
             let epoch = p.epoch;
+            let imp = p.impair;
+            // Impairments draw from the RNG only when set: runs without them are unchanged.
+            if self.rng.chance(imp.corrupt) {
+                let len = self.pool.len(pkt);
+                if len > ETHERNET_HEADER_LEN {
+                    let at = ETHERNET_HEADER_LEN
+                        + self.rng.below((len - ETHERNET_HEADER_LEN) as u64) as usize;
+                    let flip = 1 + self.rng.below(255) as u8;
+                    self.pool.frame_mut(pkt)[at] ^= flip;
+                    self.fabric.ports[port as usize].stats.corrupted += 1;
+                }
+            }
+            if self.rng.chance(imp.reorder) {
+                at = at.plus_ps(1 + self.rng.below(imp.reorder_max_ps.max(1)));
+                self.fabric.ports[port as usize].stats.reordered += 1;
+            }
+            if self.rng.chance(imp.duplicate) {
+                let copy = self.pool.frame(pkt).to_vec();
+                let twin = self.pool.alloc();
+                self.pool.buffer_mut(twin)[..copy.len()].copy_from_slice(&copy);
+                self.pool.set_len(twin, copy.len());
+                self.fabric.ports[port as usize].stats.duplicated += 1;
+                self.queue.push(
+                    at.plus_ps(1),
+                    Event::Arrive {
+                        from: port,
+                        pkt: twin,
+                        epoch,
+                    },
+                );
+            }
             self.queue.push(
                 at,
                 Event::Arrive {
@@ -320,6 +351,26 @@ impl Sim {
                         .fabric
                         .node_of(self.fabric.ports[self.host_port_id(h, p) as usize].peer);
                     self.set_link(a, t0, matches!(kind, FaultKind::HostPortUp(..)));
+                }
+            }
+            FaultKind::Impair(link, how) => {
+                let ports: Vec<PortId> = match link {
+                    Some((a, b)) => self
+                        .link_ports(a, b)
+                        .map(|(pa, pb)| vec![pa, pb])
+                        .unwrap_or_default(),
+                    None => (0..self.fabric.ports.len() as PortId).collect(),
+                };
+                for p in ports {
+                    let i = &mut self.fabric.ports[p as usize].impair;
+                    match how {
+                        Impairment::Duplicate(x) => i.duplicate = x,
+                        Impairment::Corrupt(x) => i.corrupt = x,
+                        Impairment::Reorder { prob, max_delay_ps } => {
+                            i.reorder = prob;
+                            i.reorder_max_ps = max_delay_ps;
+                        }
+                    }
                 }
             }
         }
