@@ -15,7 +15,7 @@ scripts/install-deps.sh
 if [ "$(id -u)" -eq 0 ]; then export MRC_REQUIRE_ALL=1; fi
 
 echo "== cargo test (workspace)"
-cargo test --workspace --all-targets --locked
+cargo test --workspace --all-targets --locked --no-fail-fast
 
 echo "== fuzz smoke"
 scripts/fuzz-smoke.sh
