@@ -37,7 +37,7 @@ pub struct ProgramOpts {
 }
 
 /// What one rank measured for one (row, placement).
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Measure {
     /// Nanoseconds per operation (the timed loop's duration / iterations).
     pub time_ns: Option<f64>,
@@ -48,7 +48,7 @@ pub struct Measure {
 }
 
 /// What one rank reports: `[out-of-place, in-place]` per row, and why it stopped early.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct RankReport {
     pub rows: Vec<[Measure; 2]>,
     pub error: Option<String>,

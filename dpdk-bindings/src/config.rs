@@ -65,3 +65,42 @@ impl Default for PortConfig {
         }
     }
 }
+
+/// The ports that EAL arguments bring up, in the order they name them: every `--vdev=NAME,...`
+/// (or `--vdev NAME,...`) and `-a NAME` / `--allow=NAME`, without the device arguments after
+/// the first comma. The order is what callers map to planes (one port per plane).
+pub fn eal_port_names<S: AsRef<str>>(eal: &[S]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut it = eal.iter().map(AsRef::as_ref);
+    while let Some(a) = it.next() {
+        let value = match a
+            .strip_prefix("--vdev=")
+            .or_else(|| a.strip_prefix("--allow="))
+        {
+            Some(v) => Some(v),
+            None if matches!(a, "--vdev" | "-a" | "--allow") => it.next(),
+            None => None,
+        };
+        if let Some(v) = value {
+            out.push(v.split(',').next().unwrap_or_default().to_owned());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eal_port_names;
+
+    #[test]
+    fn port_names_come_from_vdevs_and_allowed_devices_in_order() {
+        let a = "--no-huge --vdev=net_memif0,role=client,socket=/s -a 0000:3b:00.0 --vdev net_ring1 \
+                 --allow=0000:3b:00.1,dv_flow_en=0 -l 0";
+        let a: Vec<&str> = a.split_whitespace().collect();
+        assert_eq!(
+            eal_port_names(&a),
+            ["net_memif0", "0000:3b:00.0", "net_ring1", "0000:3b:00.1"]
+        );
+        assert!(eal_port_names(&["--no-huge", "-a"]).is_empty());
+    }
+}

@@ -35,7 +35,7 @@ mod config;
 mod error;
 mod info;
 
-pub use config::{MempoolConfig, PortConfig};
+pub use config::{MempoolConfig, PortConfig, eal_port_names};
 pub use error::{Errno, Error, Result};
 pub use info::{LinkStatus, MacAddr, PortInfo, PortStats};
 

@@ -66,8 +66,11 @@ fn forged_writes_are_dropped_counted_and_touch_no_byte() {
     let ep = lab.n.ep(1);
     let reset_qp = ep.create_qp(&attr).unwrap();
     let init_qp = ep.create_qp(&attr).unwrap();
-    ep.modify_qp(init_qp, QpTransition::Init(mrc_transport::verbs::InitAttr::default()))
-        .unwrap();
+    ep.modify_qp(
+        init_qp,
+        QpTransition::Init(mrc_transport::verbs::InitAttr::default()),
+    )
+    .unwrap();
     let gone_qp = ep.create_qp(&attr).unwrap();
     ep.destroy_qp(gone_qp).unwrap();
     let stale = ep

@@ -4,9 +4,11 @@
 //! exchanges what peers need, runs one [`Program`](crate::program::Program) per rank and
 //! hands back the ranks' reports.
 
+pub mod dpdk;
 pub mod mem;
 pub mod nic;
 pub mod sim;
+pub mod switch;
 
 use crate::bench::{BenchOpts, LineResult, fold_line};
 use crate::comm::{PeerLink, Region, RemoteRegion};
