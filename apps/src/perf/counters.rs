@@ -69,9 +69,15 @@ pub struct EvRow {
     pub qpn: u32,
     pub ev: u16,
     pub plane: u8,
+    /// The uSID path (outer DA) of the EV in SRv6 mode.
+    pub path: Option<std::net::Ipv6Addr>,
     #[serde(serialize_with = "ser_state")]
     pub state: EvState,
     pub packets: u64,
+    /// Of those, acknowledged (they crossed the EV's path).
+    pub delivered: u64,
+    /// Probes sent on the EV (besides data packets).
+    pub probes: u64,
     pub bytes: u64,
     pub retransmits: u64,
     pub trims: u64,
@@ -104,8 +110,11 @@ impl EvRow {
             qpn: qpn.0,
             ev: e.id,
             plane: e.plane,
+            path: e.path.map(|p| p.outer_da),
             state: e.state,
             packets: s.packets,
+            delivered: s.delivered,
+            probes: s.probes_sent,
             bytes: s.bytes,
             retransmits: s.retransmits,
             trims: s.trims,
@@ -126,6 +135,8 @@ impl EvRow {
     pub fn add(&mut self, o: &Self) {
         self.state = o.state;
         self.packets += o.packets;
+        self.delivered += o.delivered;
+        self.probes += o.probes;
         self.bytes += o.bytes;
         self.retransmits += o.retransmits;
         self.trims += o.trims;

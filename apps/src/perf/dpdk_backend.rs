@@ -32,37 +32,16 @@ use super::backend::{
     dst_addr, fill_sources, roles, src_addr,
 };
 use super::counters::Snapshot;
-use super::mem_backend::{connect, drive, endpoint_config, host_counters, init_attr, nic_addr};
+use super::dpdk_plan::{PlanEnds, connect_remote};
+use super::mem_backend::{drive, endpoint_config, host_counters, init_attr, nic_addr};
 use super::settings::Settings;
+use mrc_transport::verbs::RemoteNic;
 
 /// How long the exchange waits for the peer.
 const EXCHANGE_TIMEOUT: StdDuration = StdDuration::from_mins(1);
 /// memif marks a link down before its control thread is done with the disconnect; closing a
 /// port in that window double-frees (docs/nics.md).
 const DISCONNECT_GRACE: StdDuration = StdDuration::from_millis(100);
-
-/// The port names from `--eal`: every `--vdev=NAME,...` and `-a NAME` / `--allow=NAME`, in
-/// order (plane order).
-pub fn port_names(eal: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut it = eal.iter().peekable();
-    while let Some(a) = it.next() {
-        let value = if let Some(v) = a
-            .strip_prefix("--vdev=")
-            .or_else(|| a.strip_prefix("--allow="))
-        {
-            Some(v.to_owned())
-        } else if a == "--vdev" || a == "-a" || a == "--allow" {
-            it.next().cloned()
-        } else {
-            None
-        };
-        if let Some(v) = value {
-            out.push(v.split(',').next().unwrap_or_default().to_owned());
-        }
-    }
-    out
-}
 
 /// The line channel to the peer.
 #[derive(Debug)]
@@ -194,6 +173,8 @@ pub struct DpdkBackend {
     nic: Option<Nic<DpdkIo>>,
     handle: NicHandle,
     peer: Option<Peer>,
+    /// The two hosts in the plan with `--plan` (SRv6 mode), `None` in ECMP mode.
+    ends: Option<PlanEnds>,
     peer_addr: Ipv6Addr,
     info: FabricInfo,
     eal: Option<mrc_dpdk::Eal>,
@@ -208,7 +189,7 @@ impl DpdkBackend {
             .split_whitespace()
             .map(str::to_owned)
             .collect();
-        let names = port_names(&eal_args);
+        let names = mrc_dpdk::eal_port_names(&eal_args);
         if names.is_empty() {
             bail!(
                 "--backend dpdk needs its ports in --eal: one --vdev=NAME,... or -a PCI per plane, in plane order"
@@ -278,10 +259,22 @@ impl DpdkBackend {
         } else {
             open()?
         };
-        let ec = endpoint_config(s, me, planes);
+        let ends = s
+            .plan
+            .is_some()
+            .then(|| PlanEnds::new(s, me, planes))
+            .transpose()?;
+        let mut ec = endpoint_config(s, me, planes);
+        if let Some(e) = &ends {
+            e.apply(&mut ec);
+        }
         let (payload_mtu, ev) = (ec.payload_mtu, ec.ev_profiles[0]);
         let mut cfg = NicConfig::new(ec);
         cfg.thread_name = "mrc-perf-nic".into();
+        if let Some(e) = &ends {
+            cfg.next_hops = e.next_hops();
+            cfg.ndp.extra_addrs = vec![e.plan.host_sid_addr(e.me)];
+        }
         let (nic, handle) = Nic::spawn(cfg, io).context("starting the NIC thread")?;
         let info = FabricInfo {
             clock: "real",
@@ -300,10 +293,10 @@ impl DpdkBackend {
             },
             link_gbps: 0,
             payload_mtu,
-            paths_per_plane: 0,
+            paths_per_plane: ends.as_ref().map_or(0, PlanEnds::paths_per_plane),
             evs_per_plane: ev.evs_per_plane,
             active_evs_per_plane: ev.active_per_plane,
-            routing: "ECMP",
+            routing: if ends.is_some() { "SRv6" } else { "ECMP" },
             faults: Vec::new(),
             exchange: "Ethernet (TCP)",
         };
@@ -315,7 +308,8 @@ impl DpdkBackend {
             nic: Some(nic),
             handle,
             peer: Some(peer),
-            peer_addr: nic_addr(1 - me),
+            peer_addr: ends.as_ref().map_or(nic_addr(1 - me), PlanEnds::peer_addr),
+            ends,
             info,
             eal: Some(eal),
         })
@@ -365,7 +359,10 @@ impl DpdkBackend {
             &region,
             Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         )?;
-        let my_addr = nic_addr(self.me);
+        let my_addr = self
+            .ends
+            .as_ref()
+            .map_or(nic_addr(self.me), PlanEnds::nic_addr);
         let list: Vec<String> = qpns.iter().map(|q| q.0.to_string()).collect();
         self.peer()
             .send(&format!("QPS {my_addr} {} {}", keys.rkey, list.join(",")))?;
@@ -389,8 +386,12 @@ impl DpdkBackend {
             );
         }
         let (my_psn, peer_psn) = if self.me == 0 { (100, 200) } else { (200, 100) };
+        let remote = RemoteNic {
+            addr: self.peer_addr,
+            host: self.ends.as_ref().map(|e| e.peer.0),
+        };
         for (mine, theirs) in qpns.iter().zip(&theirs) {
-            connect(h, *mine, self.peer_addr, *theirs, my_psn, peer_psn)?;
+            connect_remote(h, *mine, remote, *theirs, my_psn, peer_psn)?;
         }
         wait_links(h)?;
         self.peer().send("READY")?;
@@ -544,16 +545,6 @@ fn wait_links(h: &NicHandle) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ports_come_from_the_eal_arguments_in_order() {
-        let a: Vec<String> =
-            "--no-huge --vdev=net_memif0,role=server,id=0 -a 0000:3b:00.0 --vdev net_ring1"
-                .split_whitespace()
-                .map(str::to_owned)
-                .collect();
-        assert_eq!(port_names(&a), ["net_memif0", "0000:3b:00.0", "net_ring1"]);
-    }
 
     #[test]
     fn mismatches_name_both_values() {

@@ -16,6 +16,7 @@ pub mod backend;
 pub mod cli;
 pub mod counters;
 pub mod dpdk_backend;
+pub mod dpdk_plan;
 pub mod faults;
 pub mod json;
 pub mod live;

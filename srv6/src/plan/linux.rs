@@ -75,6 +75,12 @@ fn mac_str(mac: [u8; 6]) -> String {
 }
 
 impl Plan {
+    /// The address of the upper end of every link in the Linux fabric (a host's T0, a T0's
+    /// T1): what a host port resolves by neighbour discovery to find its next hop.
+    pub fn linux_upper_link_local() -> core::net::Ipv6Addr {
+        core::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 2)
+    }
+
     fn check_linux(&self, prefix: &str) -> Result<(), LinuxError> {
         let ok = !prefix.is_empty()
             && prefix.len() <= 32
