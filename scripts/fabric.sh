@@ -6,13 +6,21 @@
 #   scripts/fabric.sh linkdown PLAN PREFIX NODE IFACE      admin-down one link end, e.g. t0-0-0 u1
 #   scripts/fabric.sh linkup   PLAN PREFIX NODE IFACE      bring it up and re-add the routes it lost
 #   scripts/fabric.sh routes   PLAN [PREFIX]               re-apply every route and neighbour (idempotent)
+#   scripts/fabric.sh mgmt     PLAN PREFIX HA HB           a management veth m0 between hosts HA and HB
+#                                                          (IPv4 192.0.2.1/30 on HA, .2 on HB: mrc-perf's TCP exchange)
+#   scripts/fabric.sh dpdkhost PLAN PREFIX HOST            hand a host's ports to a DPDK NIC (kernel IPv6 off on them)
+#   scripts/fabric.sh counters PLAN PREFIX                 "node iface rx_packets tx_packets rx_dropped tx_dropped
+#                                                          forwarded no_route" for every interface of every switch
+#                                                          (forwarded: IPv6 packets routed out of it, so neither
+#                                                          neighbour discovery nor anything the switch sent itself;
+#                                                          no_route: packets in on it that had no usable route)
 #
 # PLAN is a plan file or a built-in name (small). PREFIX defaults to "mrc". Paths between two
 # hosts: `mrc-fabric paths PLAN --from h0 --to h3`. The mrc-fabric binary is $MRC_FABRIC, or
 # the one on PATH, or built and run with cargo.
 set -euo pipefail
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 2 ] || usage
 cmd=$1 plan=$2 prefix=${3:-mrc}
 
@@ -37,6 +45,33 @@ case $cmd in
     ip -n "$prefix-$node" link set "$iface" "$state"
     # IPv6 flushes the routes and neighbours of an admin-down port; put them back.
     if [ "$state" = up ]; then run --routes; fi
+    ;;
+  mgmt)
+    [ $# -eq 5 ] || usage
+    a=$prefix-$4 b=$prefix-$5
+    ip -n "$a" link add m0 type veth peer name m0 netns "$b"
+    ip -n "$a" addr add 192.0.2.1/30 dev m0
+    ip -n "$b" addr add 192.0.2.2/30 dev m0
+    ip -n "$a" link set m0 up
+    ip -n "$b" link set m0 up
+    ;;
+  dpdkhost)
+    [ $# -eq 4 ] || usage
+    ns=$prefix-$4
+    # Only the DPDK NIC speaks on the ports (it answers and sends neighbour discovery itself);
+    # the kernel would otherwise also take every frame the PMD sees.
+    for dev in $(ip -n "$ns" -o link show | sed -n 's/^[0-9]*: \(p[0-9]*\)@.*/\1/p'); do
+      ip netns exec "$ns" sysctl -qw "net.ipv6.conf.$dev.disable_ipv6=1" >/dev/null
+    done
+    ;;
+  counters)
+    for ns in $(fabric linux "$plan" --prefix "$prefix" --teardown | sed -n 's/^ip netns del \([^ ]*\) .*/\1/p'); do
+      node=${ns#"$prefix"-}
+      case $node in h*) continue ;; esac
+      ip netns exec "$ns" sh -c 'for d in /sys/class/net/*; do n=${d##*/}; s=$d/statistics; v6=/proc/net/dev_snmp6/$n
+        fwd=0 nor=0; [ -r "$v6" ] && { fwd=$(sed -n "s/^Ip6OutForwDatagrams[[:space:]]*//p" "$v6"); nor=$(sed -n "s/^Ip6InNoRoutes[[:space:]]*//p" "$v6"); }
+        echo "'"$node"' $n $(cat $s/rx_packets) $(cat $s/tx_packets) $(cat $s/rx_dropped) $(cat $s/tx_dropped) $fwd $nor"; done'
+    done
     ;;
   *) usage ;;
 esac

@@ -1,0 +1,316 @@
+//! The pieces of the kernel-interop test: the tools it drives (`scripts/fabric.sh`,
+//! `mrc-fabric`, `mrc-perf`), the fabric of network namespaces as a guard that tears it down
+//! on every exit path, the switches' interface counters, and `mrc-perf` processes inside the
+//! host namespaces.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub fn require_all() -> bool {
+    std::env::var("MRC_REQUIRE_ALL").as_deref() == Ok("1")
+}
+
+/// Skip with a message, or fail under `MRC_REQUIRE_ALL=1`.
+pub fn skip(test: &str, why: &str) {
+    assert!(
+        !require_all(),
+        "{test}: MRC_REQUIRE_ALL=1 but {why} (scripts/install-deps.sh installs the tools)"
+    );
+    eprintln!("SKIP {test}: {why}");
+}
+
+/// `true` if `cmd args` runs and succeeds.
+pub fn runs(cmd: &str, args: &[&str]) -> bool {
+    Command::new(cmd)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A name no other run uses (namespace prefixes, DPDK file prefixes).
+pub fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{tag}{}x{}", std::process::id(), nanos % 10_000)
+}
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// The binaries of mrc-apps: next to this test's own directory when cargo built them in the
+/// same run (`cargo test --workspace --all-targets`), else built now.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    pub fabric_sh: PathBuf,
+    pub mrc_fabric: PathBuf,
+    pub mrc_perf: PathBuf,
+}
+
+impl Tools {
+    pub fn find() -> Result<Self, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        // target/<profile>/deps/kernel_interop-… → target/<profile>/
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .ok_or("no target directory")?
+            .to_path_buf();
+        let (fabric, perf) = (dir.join("mrc-fabric"), dir.join("mrc-perf"));
+        if !(fabric.exists() && perf.exists()) {
+            let target = dir.parent().ok_or("no target directory")?;
+            let ok = Command::new(env!("CARGO"))
+                .current_dir(workspace())
+                .args([
+                    "build",
+                    "-p",
+                    "mrc-apps",
+                    "--bin",
+                    "mrc-fabric",
+                    "--bin",
+                    "mrc-perf",
+                ])
+                .env("CARGO_TARGET_DIR", target)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !(ok && fabric.exists() && perf.exists()) {
+                return Err(format!("mrc-fabric and mrc-perf not in {}", dir.display()));
+            }
+        }
+        Ok(Self {
+            fabric_sh: workspace().join("scripts/fabric.sh"),
+            mrc_fabric: fabric,
+            mrc_perf: perf,
+        })
+    }
+}
+
+fn output_ok(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Counters of one switch interface (/sys/class/net/IF/statistics and the interface's IPv6
+/// counters in /proc/net/dev_snmp6/IF).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IfCounters {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+    /// IPv6 packets routed out of this interface (`Ip6OutForwDatagrams`): what the switch
+    /// forwarded, without the neighbour discovery it sent itself.
+    pub forwarded: u64,
+    /// Packets in on this interface with no usable route (`Ip6InNoRoutes`): what a dead link
+    /// behind it blackholed.
+    pub no_route: u64,
+}
+
+/// Every switch interface's counters, by (node, interface).
+pub type Counters = HashMap<(String, String), IfCounters>;
+
+/// The plan's fabric in namespaces `<prefix>-<node>`; torn down when dropped.
+#[derive(Debug)]
+pub struct Fabric {
+    pub tools: Tools,
+    pub plan: String,
+    pub prefix: String,
+}
+
+impl Fabric {
+    pub fn up(tools: &Tools, plan: &str, prefix: &str) -> Self {
+        let f = Self {
+            tools: tools.clone(),
+            plan: plan.to_owned(),
+            prefix: prefix.to_owned(),
+        };
+        // The guard exists before the first namespace does: a half-built fabric goes too.
+        f.script(&["up"]);
+        f
+    }
+
+    /// `scripts/fabric.sh CMD PLAN PREFIX ARGS...`, which must succeed; its stdout.
+    pub fn script(&self, args: &[&str]) -> String {
+        let (cmd, rest) = args.split_first().expect("a command");
+        output_ok(
+            Command::new("bash")
+                .arg(&self.tools.fabric_sh)
+                .args([*cmd, &self.plan, &self.prefix])
+                .args(rest)
+                .env("MRC_FABRIC", &self.tools.mrc_fabric),
+            &format!("fabric.sh {}", args.join(" ")),
+        )
+    }
+
+    pub fn ns(&self, node: &str) -> String {
+        format!("{}-{node}", self.prefix)
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.script(&["counters"])
+            .lines()
+            .filter_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                let n = |i: usize| w.get(i)?.parse::<u64>().ok();
+                Some((
+                    ((*w.first()?).to_owned(), (*w.get(1)?).to_owned()),
+                    IfCounters {
+                        rx_packets: n(2)?,
+                        tx_packets: n(3)?,
+                        rx_dropped: n(4)?,
+                        tx_dropped: n(5)?,
+                        forwarded: n(6)?,
+                        no_route: n(7)?,
+                    },
+                ))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(&self.tools.fabric_sh)
+            .args(["down", &self.plan, &self.prefix])
+            .env("MRC_FABRIC", &self.tools.mrc_fabric)
+            .stdout(Stdio::null())
+            .status();
+    }
+}
+
+/// `after - before` of one counter of one interface.
+pub fn delta(
+    before: &Counters,
+    after: &Counters,
+    node: &str,
+    iface: &str,
+    counter: fn(&IfCounters) -> u64,
+) -> u64 {
+    let key = (node.to_owned(), iface.to_owned());
+    let get = |c: &Counters| {
+        c.get(&key)
+            .map_or_else(|| panic!("no counters for {node} {iface}"), counter)
+    };
+    get(after) - get(before)
+}
+
+/// One `mrc-perf` process in a host namespace; killed if still running when dropped, its DPDK
+/// runtime directory removed.
+#[derive(Debug)]
+pub struct Perf {
+    child: Option<Child>,
+    file_prefix: String,
+    pub json: PathBuf,
+}
+
+/// The EAL arguments of a host's two af_packet ports (one per plane) on its veths `p0`, `p1`.
+pub fn eal(file_prefix: &str, planes: u8) -> String {
+    let cores = if std::thread::available_parallelism().map_or(1, usize::from) >= 2 {
+        "--lcores=0@(0-1)"
+    } else {
+        "--lcores=0@0"
+    };
+    // af_packet: blocksz a multiple of framesz, the mbuf data room (9216) >= framesz - 32.
+    let vdevs: Vec<String> = (0..planes)
+        .map(|p| {
+            format!("--vdev=net_af_packet{p},iface=p{p},blocksz=4096,framesz=4096,framecnt=1024")
+        })
+        .collect();
+    format!(
+        "--no-huge --no-pci --no-shconf --no-telemetry -m 512 {cores} --log-level=lib.eal:error \
+         --file-prefix {file_prefix} {}",
+        vdevs.join(" ")
+    )
+}
+
+impl Perf {
+    /// `mrc-perf ARGS --out_json_file JSON` in namespace `ns`.
+    pub fn spawn(
+        tools: &Tools,
+        ns: &str,
+        args: &[String],
+        file_prefix: &str,
+        json: PathBuf,
+    ) -> Self {
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(&tools.mrc_perf)
+            .args(args)
+            .arg("--out_json_file")
+            .arg(&json)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mrc-perf starts");
+        Self {
+            child: Some(child),
+            file_prefix: file_prefix.to_owned(),
+            json,
+        }
+    }
+
+    /// Waits (at most `limit`) for the exit; panics with the output unless it succeeded. The
+    /// JSON report it wrote.
+    pub fn finish(&mut self, limit: Duration, what: &str) -> (Output, Value) {
+        let deadline = Instant::now() + limit;
+        let child = self.child.as_mut().expect("running");
+        while child.try_wait().expect("wait").is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let out = self.child.take().expect("running").wait_with_output();
+                panic!("{what}: mrc-perf did not finish in {limit:?}: {out:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = self
+            .child
+            .take()
+            .expect("running")
+            .wait_with_output()
+            .expect("output");
+        let (so, se) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{what}: {}\n{so}\n{se}", out.status);
+        let text = std::fs::read_to_string(&self.json)
+            .unwrap_or_else(|e| panic!("{what}: no JSON report: {e}\n{so}\n{se}"));
+        let _ = std::fs::remove_file(&self.json);
+        (
+            out,
+            serde_json::from_str(&text).expect("the JSON report parses"),
+        )
+    }
+}
+
+impl Drop for Perf {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(&self.json);
+        let dir = Path::new("/var/run/dpdk").join(&self.file_prefix);
+        if !self.file_prefix.is_empty() && dir.exists() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
