@@ -36,12 +36,18 @@ pub mod defaults {
     pub const EVS_PER_PLANE: u16 = 32;
     /// Active EVs per plane (PROTOCOL.md: 128 active of 256).
     pub const ACTIVE_EVS_PER_PLANE: u16 = 16;
-    /// Active EVs per plane that path-failure demotions never go below (`ev_min_active`).
+    /// Active EVs per plane that path-failure demotions never go below (`ev_min_active`), at
+    /// most a quarter of the plane's EVs (the OCP examples' `ev_count / 4`): a plane of only a
+    /// few paths can retire a dead one instead of spraying into it.
     pub const EV_FLOOR_PER_PLANE: u16 = 2;
     /// Rotations between reshuffles of the EV order (brief §3.2).
     pub const RESHUFFLE_ROUNDS: u32 = 4;
     /// Consecutive successful probes that bring a retired EV back (PROTOCOL.md).
     pub const PROBE_SUCCESSES: u8 = 3;
+    /// First transmissions on one EV inferred lost from SACK holes in a row, with nothing sent
+    /// on it delivered in between, that retire it (a timeout retires at once). One inferred
+    /// loss is as often reordering between paths as a dead path; a blackhole loses them all.
+    pub const INFERRED_LOSSES_TO_RETIRE: u8 = 3;
     /// ECMP mode: EVs failing within [`REMAP_WINDOW`] that are read as a remap of the fabric's
     /// hashing rather than as individual path failures (brief §8.2).
     pub const REMAP_BURST: u16 = 8;
@@ -131,6 +137,8 @@ pub struct EvProfile {
     pub reshuffle_rounds: u32,
     pub selector: SelectorKind,
     pub probe_successes: u8,
+    /// Consecutive inferred losses that retire an EV ([`defaults::INFERRED_LOSSES_TO_RETIRE`]).
+    pub inferred_losses_to_retire: u8,
     pub remap_burst: u16,
     pub remap_window: Duration,
 }
@@ -144,6 +152,7 @@ impl Default for EvProfile {
             reshuffle_rounds: defaults::RESHUFFLE_ROUNDS,
             selector: SelectorKind::Auto,
             probe_successes: defaults::PROBE_SUCCESSES,
+            inferred_losses_to_retire: defaults::INFERRED_LOSSES_TO_RETIRE,
             remap_burst: defaults::REMAP_BURST,
             remap_window: defaults::REMAP_WINDOW,
         }
@@ -295,6 +304,7 @@ impl EndpointConfig {
                 || p.floor_per_plane > p.active_per_plane
                 || u32::from(p.evs_per_plane) * self.ports.len() as u32 > 1 << 12
                 || p.probe_successes == 0
+                || p.inferred_losses_to_retire == 0
             {
                 return Err(ConfigError::EvProfile);
             }

@@ -70,11 +70,14 @@ fn a_local_port_going_down_moves_traffic_to_the_other_planes_and_tells_the_peer(
         "what was in flight through port 2 left again"
     );
     assert_eq!(s.timeouts, 0, "without waiting for a timeout");
+    // The port's EVs were held, not retired. (The three planes left take the whole load over
+    // tail-dropping paths: their EVs may retire and come back, as real losses demand.)
     assert!(
         n.ep(0)
             .ev_stats(c.qp_a)
             .iter()
-            .all(|e| e.state != EvState::AssumedBad),
+            .filter(|e| e.plane == 2)
+            .all(|e| e.state != EvState::AssumedBad && e.stats.timeouts == 0),
         "a local port down is not a path failure"
     );
     let got = n.ep(1).mr_slice(d1.lkey).unwrap();

@@ -112,5 +112,8 @@ pub struct Ev {
     /// SRv6 mode: the route.
     pub path: Option<SrPath>,
     pub probe: ProbeState,
+    /// First transmissions inferred lost in a row since the last delivery of anything sent on
+    /// it (brief §3.6: a hole may be reordering; §3.7: silence is failure).
+    pub suspect_losses: u8,
     pub stats: EvStats,
 }

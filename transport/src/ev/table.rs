@@ -258,6 +258,29 @@ impl EvTable {
         }
     }
 
+    /// A packet sent on `id` was delivered: the path works, whatever was inferred before.
+    #[inline]
+    pub fn on_delivered(&mut self, id: EvId) {
+        let e = &mut self.evs[usize::from(id)];
+        e.stats.delivered += 1;
+        e.suspect_losses = 0;
+    }
+
+    /// A first transmission on `id` was inferred lost from SACK holes: `true` once that makes
+    /// [`EvProfile::inferred_losses_to_retire`] in a row with no delivery between, the
+    /// evidence that retires it (the count starts over).
+    pub fn on_inferred_loss(&mut self, id: EvId) -> bool {
+        let needed = self.profile.inferred_losses_to_retire;
+        let e = &mut self.evs[usize::from(id)];
+        e.stats.inferred_losses += 1;
+        e.suspect_losses = e.suspect_losses.saturating_add(1);
+        if e.suspect_losses >= needed {
+            e.suspect_losses = 0;
+            return true;
+        }
+        false
+    }
+
     /// Retire an EV after a silent loss (brief §3.3: ASSUMED_BAD, replaced from the same
     /// plane's backups), unless that would take its plane below the floor of active EVs.
     pub fn retire(&mut self, id: EvId, now: Instant) -> Retire {
@@ -272,8 +295,7 @@ impl EvTable {
                 let b = &self.evs[usize::from(b)];
                 b.role == EvRole::Backup && b.state == EvState::Good
             });
-            if replacement.is_none() && self.active_in_plane[plane] <= self.profile.floor_per_plane
-            {
+            if replacement.is_none() && self.active_in_plane[plane] <= self.floor(plane) {
                 self.skip(id);
                 return Retire::FloorHeld;
             }
@@ -295,6 +317,14 @@ impl EvTable {
             self.activate(b);
         }
         Retire::Retired { replacement }
+    }
+
+    /// The floor of active EVs in `plane` (`ev_min_active`, API §3.1): the profile's, but at
+    /// most a quarter of the plane's EVs (the OCP examples' `ev_count / 4`), so a plane of a
+    /// few paths (a small fabric) retires a dead path instead of spraying into it for ever.
+    fn floor(&self, plane: usize) -> u16 {
+        let evs = self.plane_range(plane).len() as u16;
+        self.profile.floor_per_plane.min(evs / 4)
     }
 
     fn take_out(&mut self, id: EvId, to: EvState) {
@@ -515,6 +545,7 @@ fn new_ev(plane: u8, entropy: u32, path: Option<super::SrPath>) -> Ev {
             successes: 0,
             outstanding: None,
         },
+        suspect_losses: 0,
         stats: EvStats::default(),
     }
 }

@@ -57,7 +57,7 @@ impl Qp {
             table, selector, ..
         } = paths;
         let outcome = req.flight.on_sack(cack, base, bitmap, &mut |_, e| {
-            table.stats_mut(e.ev).delivered += 1;
+            table.on_delivered(e.ev);
             selector.on_delivered(e.ev, !(ecn && Some(e.ev) == echoed));
         });
 
@@ -141,7 +141,11 @@ impl Qp {
     }
 
     /// Packets in `req.lost` were lost without a trim (inferred from holes, or timed out):
-    /// their EVs failed (brief §3.3: untrimmed loss is a path failure).
+    /// brief §3.3, untrimmed loss is a path failure. A timeout retires the EV at once (§3.7:
+    /// the strongest evidence); inferred losses only when they repeat on the EV with nothing
+    /// delivered between ([`EvTable::on_inferred_loss`]), and a retransmission inferred lost
+    /// not at all (its send order says little about its arrival order: it jumped the queue,
+    /// often onto a busier path; its timer still catches a path that really dropped it).
     pub(super) fn handle_losses(&mut self, now: Instant, timeout: bool, ctx: &mut Ctx<'_>) {
         let (Some(req), Some(paths)) = (self.req.as_mut(), self.paths.as_mut()) else {
             return;
@@ -149,20 +153,24 @@ impl Qp {
         for i in 0..req.lost.len() {
             let (_, e) = req.lost[i];
             let plane = paths.table.get(e.ev).map_or(0, |x| x.plane);
-            let s = paths.table.stats_mut(e.ev);
-            if timeout {
+            let failed = if timeout {
+                let s = paths.table.stats_mut(e.ev);
                 s.timeouts += 1;
                 self.stats.timeouts += 1;
                 if let Some(p) = ctx.plane(plane) {
                     p.timeouts += 1;
                 }
+                true
+            } else if e.tx_count == 1 {
+                paths.table.on_inferred_loss(e.ev)
             } else {
-                s.inferred_losses += 1;
-            }
+                paths.table.stats_mut(e.ev).inferred_losses += 1;
+                false
+            };
             if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
                 slot.ctrl.on_loss(now, req.flight.nominal(e.len));
             }
-            if !req.gbn {
+            if failed && !req.gbn {
                 path_failure(
                     paths,
                     &mut self.rng,

@@ -47,6 +47,34 @@ const ALL: u32 = u32::MAX;
 const NOW: Instant = Instant(1_000_000);
 
 #[test]
+fn a_plane_of_two_paths_retires_a_dead_one_and_probes_bring_it_back() {
+    // The small interop fabric: two paths per plane, so two EVs; the default floor (2) is
+    // capped at a quarter of the plane's EVs (0), so the dead path goes, the other carries on.
+    let mut t = srv6(32, 16, 2, 2, 2);
+    let plane0: Vec<EvId> = t.plane_range(0).collect();
+    assert_eq!(plane0.len(), 2);
+    assert_eq!(
+        t.retire(plane0[0], NOW),
+        Retire::Retired { replacement: None }
+    );
+    assert_eq!(t.ev(plane0[0]).state, EvState::AssumedBad);
+    assert!(!t.usable(plane0[0], ALL));
+    assert!(
+        t.usable(plane0[1], ALL),
+        "the other path of the plane carries on"
+    );
+    let mut now = NOW;
+    for _ in 0..3 {
+        now += Duration::from_millis(1);
+        assert_eq!(t.probe_due(now), Some(plane0[0]));
+        t.on_probe_sent(plane0[0], now);
+        t.on_probe_answer(plane0[0], now + Duration::from_micros(10));
+    }
+    assert_eq!(t.ev(plane0[0]).state, EvState::Good);
+    assert!(t.usable(plane0[0], ALL), "back in the active set");
+}
+
+#[test]
 fn srv6_sets_are_equal_per_plane_distinct_and_named_by_their_entropy() {
     let t = srv6(8, 4, 1, 4, 100);
     assert_eq!(t.len(), 32);
