@@ -78,12 +78,17 @@ pub struct EvRow {
     pub delivered: u64,
     /// Probes sent on the EV (besides data packets).
     pub probes: u64,
+    /// Of those, answered.
+    pub probes_ok: u64,
     pub bytes: u64,
     pub retransmits: u64,
     pub trims: u64,
     pub nacks: u64,
     pub ecn: u64,
+    /// Packets declared lost by the per-packet timeout (silent loss: path failure).
     pub timeouts: u64,
+    /// Packets declared lost from SACK holes (RACK).
+    pub inferred_losses: u64,
     pub state_changes: u64,
     pub srtt_ns: u64,
 }
@@ -115,15 +120,22 @@ impl EvRow {
             packets: s.packets,
             delivered: s.delivered,
             probes: s.probes_sent,
+            probes_ok: s.probes_ok,
             bytes: s.bytes,
             retransmits: s.retransmits,
             trims: s.trims,
             nacks: s.nacks,
             ecn: s.ecn,
-            timeouts: s.timeouts + s.inferred_losses,
+            timeouts: s.timeouts,
+            inferred_losses: s.inferred_losses,
             state_changes: s.state_changes,
             srtt_ns: s.srtt_ns,
         }
+    }
+
+    /// Packets declared lost, whatever said so (the tables' `losses`).
+    pub const fn losses(&self) -> u64 {
+        self.timeouts + self.inferred_losses
     }
 
     /// It carried data, saw trouble or is not GOOD.
@@ -137,12 +149,14 @@ impl EvRow {
         self.packets += o.packets;
         self.delivered += o.delivered;
         self.probes += o.probes;
+        self.probes_ok += o.probes_ok;
         self.bytes += o.bytes;
         self.retransmits += o.retransmits;
         self.trims += o.trims;
         self.nacks += o.nacks;
         self.ecn += o.ecn;
         self.timeouts += o.timeouts;
+        self.inferred_losses += o.inferred_losses;
         self.state_changes += o.state_changes;
         self.srtt_ns = o.srtt_ns;
     }

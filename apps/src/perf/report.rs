@@ -255,7 +255,7 @@ pub fn ev_table(snap: &Snapshot, all: bool) -> String {
             e.trims,
             e.nacks,
             e.ecn,
-            e.timeouts,
+            e.losses(),
             e.state_changes,
             e.srtt_ns as f64 / 1e3
         );
