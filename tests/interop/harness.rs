@@ -49,8 +49,7 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// The binaries of mrc-apps: next to this test's own directory when cargo built them in the
-/// same run (`cargo test --workspace --all-targets`), else built now.
+/// The binaries of mrc-apps, in this test's target directory.
 #[derive(Debug, Clone)]
 pub struct Tools {
     pub fabric_sh: PathBuf,
@@ -68,6 +67,8 @@ impl Tools {
             .ok_or("no target directory")?
             .to_path_buf();
         let (fabric, perf) = (dir.join("mrc-fabric"), dir.join("mrc-perf"));
+        // `cargo test --workspace` builds them first; alone (`cargo test -p mrc-tests`) they
+        // are built here if missing (build mrc-apps first when they may be stale).
         if !(fabric.exists() && perf.exists()) {
             let target = dir.parent().ok_or("no target directory")?;
             let ok = Command::new(env!("CARGO"))
@@ -313,4 +314,100 @@ impl Drop for Perf {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+}
+
+/// A `dumpcap` capture on one interface of one namespace, into a pcapng file removed on drop.
+#[derive(Debug)]
+pub struct Capture {
+    child: Option<Child>,
+    pub file: PathBuf,
+    pub what: String,
+}
+
+impl Capture {
+    /// Starts capturing `filter` (a capture filter) on `iface` in `ns`, at most `count` packets
+    /// or `limit`; returns once dumpcap writes its file (packets sent after that are seen).
+    pub fn start(ns: &str, iface: &str, filter: &str, count: u32, limit: Duration) -> Self {
+        let file =
+            std::env::temp_dir().join(format!("{}.pcapng", unique(&format!("{ns}-{iface}-"))));
+        let mut child = Command::new("ip")
+            .args([
+                "netns", "exec", ns, "dumpcap", "-q", "-i", iface, "-f", filter,
+            ])
+            .args(["-c", &count.to_string()])
+            .args(["-a", &format!("duration:{}", limit.as_secs().max(1))])
+            .arg("-w")
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("dumpcap starts");
+        let what = format!("{ns} {iface}");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            let mut said = Vec::new();
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let ready = line.starts_with("File:");
+                said.push(line);
+                if ready {
+                    let _ = tx.send(Ok(()));
+                }
+            }
+            let _ = tx.send(Err(said.join("\n")));
+        });
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Ok(())) => {}
+            Ok(Err(said)) => panic!("dumpcap on {what} did not start: {said}"),
+            Err(e) => panic!("dumpcap on {what} did not start in 30 s: {e}"),
+        }
+        Self {
+            child: Some(child),
+            file,
+            what,
+        }
+    }
+
+    /// Waits for dumpcap to stop (its count or its time limit), then its file.
+    pub fn finish(&mut self) -> &Path {
+        if let Some(mut c) = self.child.take() {
+            let status = c.wait().expect("dumpcap");
+            assert!(status.success(), "dumpcap on {}: {status}", self.what);
+        }
+        &self.file
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// `tshark` with our MRC dissector on `file`: per frame, the `fields` asked (first occurrence
+/// of each: the outer IPv6 header's, for IPv6 fields), only frames that match `filter`.
+pub fn tshark_fields(file: &Path, filter: &str, fields: &[&str]) -> Vec<Vec<String>> {
+    let lua = workspace().join("tools/wireshark/mrc.lua");
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r")
+        .arg(file)
+        .arg("-X")
+        .arg(format!("lua_script:{}", lua.display()))
+        .args(["-o", "udp.try_heuristic_first:TRUE", "-Y", filter])
+        .args(["-T", "fields", "-E", "occurrence=f", "-E", "separator=|"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    output_ok(&mut cmd, "tshark")
+        .lines()
+        .map(|l| l.split('|').map(str::to_owned).collect())
+        .collect()
 }
