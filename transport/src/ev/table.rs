@@ -258,6 +258,12 @@ impl EvTable {
         }
     }
 
+    /// The smoothed RTT of `id`'s path (zero before its first sample).
+    #[inline]
+    pub fn path_srtt(&self, id: EvId) -> Duration {
+        Duration(self.evs.get(usize::from(id)).map_or(0, |e| e.stats.srtt_ns))
+    }
+
     /// A packet sent on `id` was delivered: the path works, whatever was inferred before.
     #[inline]
     pub fn on_delivered(&mut self, id: EvId) {

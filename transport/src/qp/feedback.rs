@@ -132,8 +132,11 @@ impl Qp {
             let reo = req.reorder_window();
             req.lost.clear();
             let lost = &mut req.lost;
+            let table = &paths.table;
             req.flight
-                .detect_losses(now, reo, &mut |seq, e| lost.push((seq, *e)));
+                .detect_losses(now, reo, &|ev| table.path_srtt(ev), &mut |seq, e| {
+                    lost.push((seq, *e));
+                });
             self.stats.retransmits.inferred += req.lost.len() as u64;
             self.handle_losses(now, false, ctx);
         }

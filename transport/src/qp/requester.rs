@@ -73,6 +73,13 @@ impl Requester {
         Duration(self.rtt.srtt().as_nanos() / 4).max(self.timers.reorder_min)
     }
 
+    /// The least a packet on an EV waits before its timeout: as many of its own path's smoothed
+    /// RTTs as the QP's timeout counts of the QP's (a path with a queue is slow, not dead).
+    pub(super) fn path_pto<'t>(&self, table: &'t EvTable) -> impl Fn(u16) -> Duration + 't {
+        let multiplier = u64::from(self.timers.pto_srtt_multiplier);
+        move |ev| table.path_srtt(ev).saturating_mul(multiplier)
+    }
+
     pub(super) fn pto(&self) -> Duration {
         self.rtt
             .pto(self.timers.pto_srtt_multiplier, self.timers.pto_min)
@@ -84,9 +91,12 @@ impl Requester {
     }
 
     pub fn deadline(&mut self, table: &EvTable, now: Instant) -> Option<Instant> {
-        let mut d = self.flight.pto_deadline(self.pto());
+        let (pto, reo) = (self.pto(), self.reorder_window());
+        let path_pto = self.path_pto(table);
+        let mut d = self.flight.pto_deadline(pto, &path_pto);
         if !self.gbn && d.is_some() {
-            d = super::min_opt(d, self.flight.loss_deadline(self.reorder_window()));
+            let path_rtt = |ev| table.path_srtt(ev);
+            d = super::min_opt(d, self.flight.loss_deadline(reo, &path_rtt));
         }
         d = super::min_opt(d, self.retry.deadline());
         // A probe already due waits for a port, not for a timer.
@@ -366,8 +376,11 @@ impl Qp {
         if !req.gbn {
             let reo = req.reorder_window();
             let lost = &mut req.lost;
+            let table = &paths.table;
             req.flight
-                .detect_losses(now, reo, &mut |seq, e| lost.push((seq, *e)));
+                .detect_losses(now, reo, &|ev| table.path_srtt(ev), &mut |seq, e| {
+                    lost.push((seq, *e));
+                });
             self.stats.retransmits.inferred += req.lost.len() as u64;
             self.handle_losses(now, false, ctx);
         }
@@ -375,9 +388,15 @@ impl Qp {
             return;
         };
         let pto = req.pto();
-        let lost = &mut req.lost;
-        req.flight
-            .on_pto(now, pto, &mut |seq, e| lost.push((seq, *e)));
+        let Some(paths) = self.paths.as_ref() else {
+            return;
+        };
+        {
+            let path_pto = req.path_pto(&paths.table);
+            let lost = &mut req.lost;
+            req.flight
+                .on_pto(now, pto, &path_pto, &mut |seq, e| lost.push((seq, *e)));
+        }
         if !req.lost.is_empty() {
             if req.gbn {
                 let una = req.flight.una();

@@ -4,8 +4,11 @@
 //! - the scoreboard: cumulative ACKs and 64-bit SACK bitmaps merged into per-packet state, so
 //!   successive SACKs at different offsets describe a flight far wider than one bitmap;
 //! - loss inference RACK-style (RFC 8985) with a reordering guard: a packet is lost once a packet
-//!   sent after it was delivered and it has been out for an RTT plus the reordering window;
-//! - the per-packet path-failure timeout over the oldest outstanding transmission;
+//!   sent after it was delivered and it has been out for an RTT plus the reordering window,
+//!   the RTT being the longer of the QP's and its own path's (paths differ: a packet on a
+//!   path with a queue is late, not lost);
+//! - the per-packet path-failure timeout over the oldest outstanding transmission, never
+//!   shorter than a few RTTs of the packet's own path;
 //! - the retransmission queue.
 //!
 //! Transmissions are also kept in send order (a ring of `(seq, tx_id)`, stale items dropped
@@ -305,16 +308,19 @@ impl Flight {
     }
 
     /// RACK loss inference: every in-flight packet sent before the latest delivered one and out
-    /// for longer than the RACK RTT plus `reorder_window` is declared lost and handed to
-    /// `on_lost`.
+    /// for longer than the RACK RTT (or its path's, `path_rtt(ev)`, if longer) plus
+    /// `reorder_window` is declared lost and handed to `on_lost`.
     pub fn detect_losses(
         &mut self,
         now: Instant,
         reorder_window: Duration,
+        path_rtt: &impl Fn(u16) -> Duration,
         on_lost: &mut impl FnMut(u64, &FlightEntry),
     ) {
         while let Some((seq, e)) = self.oldest() {
-            if e.tx_id >= self.rack.tx_id || e.sent_at + self.rack.rtt + reorder_window > now {
+            if e.tx_id >= self.rack.tx_id
+                || e.sent_at + self.rack.rtt.max(path_rtt(e.ev)) + reorder_window > now
+            {
                 return;
             }
             self.order.pop_front();
@@ -325,23 +331,30 @@ impl Flight {
 
     /// When [`detect_losses`](Self::detect_losses) would next declare a loss with no new
     /// information.
-    pub fn loss_deadline(&mut self, reorder_window: Duration) -> Option<Instant> {
+    pub fn loss_deadline(
+        &mut self,
+        reorder_window: Duration,
+        path_rtt: &impl Fn(u16) -> Duration,
+    ) -> Option<Instant> {
         let (_, e) = self.oldest()?;
-        (e.tx_id < self.rack.tx_id).then(|| e.sent_at + self.rack.rtt + reorder_window)
+        (e.tx_id < self.rack.tx_id)
+            .then(|| e.sent_at + self.rack.rtt.max(path_rtt(e.ev)) + reorder_window)
     }
 
     /// The per-packet path-failure timeout: every in-flight transmission older than its
     /// timeout is declared lost and handed to `on_timeout`. The timeout is `pto` for a first
     /// transmission and doubles with each retransmission of the same packet (up to 16×), so a
     /// packet nobody answers is not resent at the fast rate for the whole retry budget.
+    /// `path_pto(ev)` is the least a packet on `ev` waits (a few of its path's RTTs).
     pub fn on_pto(
         &mut self,
         now: Instant,
         pto: Duration,
+        path_pto: &impl Fn(u16) -> Duration,
         on_timeout: &mut impl FnMut(u64, &FlightEntry),
     ) {
         while let Some((seq, e)) = self.oldest() {
-            if e.sent_at + backed_off(pto, e.tx_count) > now {
+            if e.sent_at + backed_off(pto.max(path_pto(e.ev)), e.tx_count) > now {
                 return;
             }
             self.order.pop_front();
@@ -351,9 +364,13 @@ impl Flight {
     }
 
     /// When the oldest transmission times out.
-    pub fn pto_deadline(&mut self, pto: Duration) -> Option<Instant> {
+    pub fn pto_deadline(
+        &mut self,
+        pto: Duration,
+        path_pto: &impl Fn(u16) -> Duration,
+    ) -> Option<Instant> {
         self.oldest()
-            .map(|(_, e)| e.sent_at + backed_off(pto, e.tx_count))
+            .map(|(_, e)| e.sent_at + backed_off(pto.max(path_pto(e.ev)), e.tx_count))
     }
 
     /// The oldest packet still in flight (neither acknowledged nor declared lost).
@@ -446,14 +463,24 @@ mod tests {
         // 5 delivered (sent at t=5), 0..5 not yet.
         collect(&mut f, 0, 5, 1);
         let mut lost = Vec::new();
-        f.detect_losses(t(8), US.saturating_mul(2), &mut |s, _| lost.push(s));
+        f.detect_losses(
+            t(8),
+            US.saturating_mul(2),
+            &|_| Duration::ZERO,
+            &mut |s, _| lost.push(s),
+        );
         assert_eq!(lost, [0, 1], "sent at 0 and 1: out for 8 and 7 µs ≥ 5 + 2");
         assert_eq!(
-            f.loss_deadline(US.saturating_mul(2)),
+            f.loss_deadline(US.saturating_mul(2), &|_| Duration::ZERO),
             Some(t(9)),
             "seq 2 sent at 2 qualifies at 9"
         );
-        f.detect_losses(t(20), US.saturating_mul(2), &mut |s, _| lost.push(s));
+        f.detect_losses(
+            t(20),
+            US.saturating_mul(2),
+            &|_| Duration::ZERO,
+            &mut |s, _| lost.push(s),
+        );
         assert_eq!(
             lost,
             [0, 1, 2, 3, 4],
@@ -464,6 +491,34 @@ mod tests {
     }
 
     #[test]
+    fn a_packet_on_a_slow_path_is_late_before_it_is_lost() {
+        // `sent` puts packet i on EV i. EV 0's path has a 20 µs RTT, the others 5 µs.
+        let path = |ev: u16| Duration::from_micros(if ev == 0 { 20 } else { 5 });
+        let mut f = sent(10);
+        f.set_rack_rtt(Duration::from_micros(5));
+        collect(&mut f, 0, 5, 1);
+        let mut lost = Vec::new();
+        f.detect_losses(t(8), US.saturating_mul(2), &path, &mut |s, _| lost.push(s));
+        assert!(lost.is_empty(), "seq 0 waits for its own path: {lost:?}");
+        assert_eq!(f.loss_deadline(US.saturating_mul(2), &path), Some(t(22)));
+        f.detect_losses(t(22), US.saturating_mul(2), &path, &mut |s, _| lost.push(s));
+        assert_eq!(lost, [0, 1, 2, 3, 4]);
+        // The per-packet timeout likewise: never below a path's own floor.
+        let mut f = sent(2);
+        let floor = |ev: u16| Duration::from_micros(if ev == 0 { 30 } else { 0 });
+        assert_eq!(
+            f.pto_deadline(US.saturating_mul(5), &floor),
+            Some(t(30)),
+            "the oldest, seq 0, waits for its path"
+        );
+        let mut to = Vec::new();
+        f.on_pto(t(10), US.saturating_mul(5), &floor, &mut |s, _| to.push(s));
+        assert!(to.is_empty(), "seq 0 is the oldest and waits 30 µs");
+        f.on_pto(t(30), US.saturating_mul(5), &floor, &mut |s, _| to.push(s));
+        assert_eq!(to, [0, 1]);
+    }
+
+    #[test]
     fn retransmissions_are_timed_from_their_own_send_time() {
         let mut f = sent(3);
         assert!(f.mark_lost(0));
@@ -471,21 +526,29 @@ mod tests {
         f.retransmit(t(10), 0, 9);
         assert_eq!(f.entry(0).unwrap().tx_count, 2);
         assert_eq!(
-            f.pto_deadline(US.saturating_mul(5)),
+            f.pto_deadline(US.saturating_mul(5), &|_| Duration::ZERO),
             Some(t(6)),
             "seq 1 (sent at 1) is now oldest"
         );
         let mut to = Vec::new();
-        f.on_pto(t(7), US.saturating_mul(5), &mut |s, e| to.push((s, e.ev)));
+        f.on_pto(
+            t(7),
+            US.saturating_mul(5),
+            &|_| Duration::ZERO,
+            &mut |s, e| to.push((s, e.ev)),
+        );
         assert_eq!(to, [(1, 1), (2, 2)]);
         assert_eq!(
-            f.pto_deadline(US.saturating_mul(5)),
+            f.pto_deadline(US.saturating_mul(5), &|_| Duration::ZERO),
             Some(t(20)),
             "its timeout doubled"
         );
         // The retransmission of 0 is delivered: nothing left to time out.
         collect(&mut f, 1, 0, 0);
-        assert_eq!(f.pto_deadline(US.saturating_mul(5)), None);
+        assert_eq!(
+            f.pto_deadline(US.saturating_mul(5), &|_| Duration::ZERO),
+            None
+        );
     }
 
     #[test]
