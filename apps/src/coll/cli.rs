@@ -15,9 +15,11 @@ use crate::perf::faults::{FaultSpec, parse_fail_link, parse_flap_link, parse_los
     mrc-coll all_reduce --backend sim --ranks 64 -b 8 -e 256M -f 2 -n 1 -w 0\n  \
     mrc-coll all_reduce --backend sim --ranks 64 -b 256M -e 256M -n 2 --fail-link\n  \
     mrc-coll alltoall --backend mem --ranks 4 -b 1K -e 4M -f 4\n  \
-    mpirun --allow-run-as-root -np 4 mrc-coll all_reduce --backend dpdk -b 8 -e 1M -f 4")]
+    mrc-coll switch --ranks 4 --memif demo &   # one machine: a memif switch per plane\n  \
+    mpirun --allow-run-as-root --oversubscribe -np 4 mrc-coll all_reduce --backend dpdk --memif demo -b 8 -e 1M -f 4")]
 pub struct Args {
-    /// all_reduce | all_gather | reduce_scatter | alltoall | sendrecv (or with _perf).
+    /// all_reduce | all_gather | reduce_scatter | alltoall | sendrecv (or with _perf); or
+    /// `switch`: the one-machine memif fabric that `--backend dpdk` ranks join.
     pub collective: String,
 
     /// Smallest size in bytes (K, M, G suffixes).
@@ -87,9 +89,17 @@ pub struct Args {
     #[arg(long)]
     pub loss: Vec<String>,
 
-    /// dpdk: EAL arguments of this rank (its vdevs; rank-specific parts may use {rank}).
+    /// dpdk: EAL arguments of this rank (its ports, one per plane; rank-specific parts may use
+    /// {rank}). switch: its ports, rank-major.
     #[arg(long)]
     pub eal: Option<String>,
+    /// dpdk and switch: the one-machine fabric NAME: each rank gets a memif port per plane
+    /// (--planes) to `mrc-coll switch --memif NAME`, which forwards between them.
+    #[arg(long)]
+    pub memif: Option<String>,
+    /// dpdk and switch: the switch's control address (default with --memif: 127.0.0.1:18600).
+    #[arg(long)]
+    pub switch: Option<String>,
     /// dpdk without mpirun: this process's rank (TCP rendezvous).
     #[arg(long = "tcp-rank")]
     pub tcp_rank: Option<usize>,

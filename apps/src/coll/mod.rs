@@ -11,6 +11,7 @@
 //! picks the backend and prints.
 
 pub mod cli;
+pub mod dpdk;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -35,17 +36,33 @@ pub struct Outcome {
     pub ok: bool,
 }
 
-/// Runs the benchmark the command line asks for, printing as nccl-tests does.
+/// Runs the benchmark the command line asks for, printing as nccl-tests does (or, for
+/// `switch`, the one-machine fabric of `--backend dpdk`).
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
+    if args.collective == "switch" {
+        return dpdk::run_switch(args);
+    }
     let opts = args.bench()?;
     let faults = args.faults()?;
     match args.backend.as_str() {
         "sim" => run_sim(args, &opts, &faults),
-        "mem" => {
-            anyhow::ensure!(faults.specs.is_empty(), "faults are for --backend sim");
-            run_mem(args, &opts)
+        "mem" | "dpdk" if !faults.specs.is_empty() => {
+            anyhow::bail!("faults are for --backend sim")
         }
-        other => anyhow::bail!("unknown backend {other:?} (sim or mem)"),
+        "mem" => run_mem(args, &opts),
+        "dpdk" => dpdk::run_dpdk(args, &opts),
+        other => anyhow::bail!("unknown backend {other:?} (sim, mem or dpdk)"),
+    }
+}
+
+impl Outcome {
+    /// The outcome of these lines: every one measured and every element right.
+    pub fn of(lines: Vec<[Option<LineResult>; 2]>) -> Self {
+        let ok = lines
+            .iter()
+            .flatten()
+            .all(|l| l.is_some_and(|l| l.wrong.is_none_or(|w| w == 0)));
+        Self { lines, ok }
     }
 }
 
@@ -102,11 +119,6 @@ impl<'a> Printer<'a> {
 
     pub fn finish(self, json: Option<&str>) -> anyhow::Result<Outcome> {
         print!("{}", bench::footer(&self.lines));
-        let ok = self
-            .lines
-            .iter()
-            .flatten()
-            .all(|l| l.is_some_and(|l| l.wrong.is_none_or(|w| w == 0)));
         if let Some(path) = json {
             let doc: Vec<serde_json::Value> = self
                 .rows
@@ -128,10 +140,7 @@ impl<'a> Printer<'a> {
             std::fs::write(path, serde_json::to_string_pretty(&doc)?)
                 .with_context(|| format!("-J {path}"))?;
         }
-        Ok(Outcome {
-            lines: self.lines,
-            ok,
-        })
+        Ok(Outcome::of(self.lines))
     }
 }
 

@@ -11,6 +11,7 @@
 //!  bootstrap: all-gather RankReport ─► stop polling ─► switch: STOPPED ─► links down ─► close
 //! ```
 
+use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -44,6 +45,53 @@ pub enum DpdkBackendError {
     Switch { addr: SocketAddr, why: String },
     #[error("{0}")]
     Setup(String),
+}
+
+/// EAL arguments common to every process of a one-machine run (no hugepages, no shared
+/// config, a file prefix of its own, cores shared).
+fn eal_base(file_prefix: &str) -> String {
+    format!(
+        "--no-huge --no-pci --no-shconf --no-telemetry -m 512 --lcores=0@(0-{}) \
+         --log-level=lib.eal:error --file-prefix {file_prefix}",
+        std::thread::available_parallelism().map_or(1, usize::from) - 1
+    )
+}
+
+/// The memif socket of `plane` in the one-machine fabric `name` (abstract: nothing on disk).
+fn memif_socket(name: &str, plane: usize) -> String {
+    format!("/{name}-p{plane}.sock,socket-abstract=yes")
+}
+
+/// The ranks' EAL arguments in the one-machine fabric `name` of `mrc-coll switch`, with
+/// `{rank}` where [`eal_args`] puts the rank: one memif client port per plane, on that plane's
+/// socket, interface id = the rank.
+pub fn memif_rank_eal(name: &str, planes: usize) -> String {
+    let mut s = eal_base(&format!("{name}-r{{rank}}"));
+    for p in 0..planes {
+        let _ = write!(
+            s,
+            " --vdev=net_memif{p},role=client,socket={},id={{rank}},bsize=9216",
+            memif_socket(name, p)
+        );
+    }
+    s
+}
+
+/// The switch's EAL arguments in the one-machine fabric `name`: the memif server side of every
+/// (rank, plane) link, rank-major, as [`super::switch::run`] expects them.
+pub fn memif_switch_eal(name: &str, ranks: usize, planes: usize) -> String {
+    let mut s = eal_base(&format!("{name}-switch"));
+    for r in 0..ranks {
+        for p in 0..planes {
+            let _ = write!(
+                s,
+                " --vdev=net_memif{},role=server,socket={},id={r},bsize=9216",
+                r * planes + p,
+                memif_socket(name, p)
+            );
+        }
+    }
+    s
 }
 
 /// `eal` split into arguments, with every `{rank}` replaced by `rank`.
@@ -275,6 +323,26 @@ fn run_program(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memif_fabric_pairs_every_rank_port_with_a_switch_port() {
+        let names = |s: &str| mrc_dpdk::eal_port_names(&eal_args(s, 0));
+        assert_eq!(names(&memif_rank_eal("t", 2)), ["net_memif0", "net_memif1"]);
+        let sw = memif_switch_eal("t", 4, 2);
+        assert_eq!(names(&sw).len(), 8);
+        // Port i of the switch is rank i / planes on plane i % planes: same socket, same id.
+        let args = eal_args(&sw, 0);
+        let vdev = |i: usize| {
+            args.iter()
+                .find(|a| a.starts_with(&format!("--vdev=net_memif{i},")))
+                .expect("a vdev")
+                .clone()
+        };
+        assert!(vdev(7).contains("socket=/t-p1.sock") && vdev(7).contains("id=3,"));
+        let rank = eal_args(&memif_rank_eal("t", 2), 3).join(" ");
+        assert!(rank.contains("socket=/t-p1.sock,socket-abstract=yes,id=3,"));
+        assert!(rank.contains("--file-prefix t-r3") && sw.contains("--file-prefix t-switch"));
+    }
 
     #[test]
     fn ports_come_from_the_eal_arguments_in_order_with_the_rank_substituted() {

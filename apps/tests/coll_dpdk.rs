@@ -1,0 +1,413 @@
+//! mrc-coll on DPDK ports, one rank per process, on one machine: `mrc-coll switch` holds the
+//! memif server side of every rank's port (one per plane) and forwards between them; the
+//! ranks start under Open MPI's `mpirun` (or meet over the TCP rendezvous), run the collective
+//! over their own NIC threads and check every element (`-c 1`).
+//!
+//! - `mpirun -np 4 mrc-coll all_reduce --backend dpdk --memif NAME`: with the binary of this
+//!   build (mpirun's ranks, TCP rendezvous) and with one built with the `mpi` feature (MPI
+//!   bootstrap: rank, size, barrier and the exchange of QP attributes through Open MPI);
+//! - two ranks started by hand with `--tcp-rank`/`--tcp-ranks` (all_gather);
+//! - the refusals a user can act on (no ranks, no ports).
+//!
+//! Needs DPDK, two CPUs and (for the mpirun tests) Open MPI: otherwise skipped with a message,
+//! or failed under `MRC_REQUIRE_ALL=1`. Processes are killed if a test ends first; memif
+//! sockets are abstract (nothing on disk); DPDK runtime directories are removed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const COLL: &str = env!("CARGO_BIN_EXE_mrc-coll");
+const LIMIT: Duration = Duration::from_mins(4);
+
+/// One run at a time: each is five busy processes on a small machine.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn require_all() -> bool {
+    std::env::var("MRC_REQUIRE_ALL").is_ok_and(|v| v == "1")
+}
+
+fn skip(test: &str, why: &str) {
+    assert!(!require_all(), "{test}: MRC_REQUIRE_ALL=1 but {why}");
+    eprintln!("coll_dpdk: SKIPPED {test}: {why}");
+}
+
+fn runs(cmd: &str, args: &[&str]) -> bool {
+    Command::new(cmd)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A name no other run uses.
+fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("mrccoll-{tag}-{}-{}", std::process::id(), nanos % 1_000_000)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `None` when this machine can run DPDK processes (else why not).
+fn dpdk_missing() -> Option<&'static str> {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        return Some("one CPU: the ranks' NIC threads and the switch need two");
+    }
+    mrc_dpdk::DPDK_VERSION
+        .is_none()
+        .then_some("this build has no DPDK (install libdpdk-dev)")
+}
+
+/// A child process killed if still running when dropped.
+struct Proc {
+    child: Option<Child>,
+    what: String,
+}
+
+impl Proc {
+    fn spawn(cmd: &mut Command, what: &str) -> Self {
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        Self {
+            child: Some(child),
+            what: what.to_owned(),
+        }
+    }
+
+    fn finish(&mut self) -> Output {
+        let deadline = Instant::now() + LIMIT;
+        let child = self.child.as_mut().expect("running");
+        while child.try_wait().expect("wait").is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let out = self.child.take().expect("running").wait_with_output();
+                panic!("{}: did not finish in {LIMIT:?}: {out:?}", self.what);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child
+            .take()
+            .expect("running")
+            .wait_with_output()
+            .expect("output")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Removes the DPDK runtime directories of the fabric `name` (ranks and switch).
+struct RuntimeDirs(String);
+
+impl Drop for RuntimeDirs {
+    fn drop(&mut self) {
+        let Ok(dir) = std::fs::read_dir("/var/run/dpdk") else {
+            return;
+        };
+        for e in dir.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&self.0) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
+/// One run of the switch and `ranks` ranks: the switch's control address and the rendezvous
+/// address are fresh; `launch` starts the ranks; every rank and the switch must succeed.
+struct Run {
+    name: String,
+    switch_addr: String,
+    tcp_addr: String,
+    json: PathBuf,
+    _dirs: RuntimeDirs,
+}
+
+impl Run {
+    fn new(tag: &str) -> Self {
+        let name = unique(tag);
+        Self {
+            switch_addr: format!("127.0.0.1:{}", free_port()),
+            tcp_addr: format!("127.0.0.1:{}", free_port()),
+            json: std::env::temp_dir().join(format!("{name}.json")),
+            _dirs: RuntimeDirs(name.clone()),
+            name,
+        }
+    }
+
+    /// The arguments every rank takes.
+    fn rank_args(&self) -> Vec<String> {
+        [
+            "--backend",
+            "dpdk",
+            "--memif",
+            &self.name,
+            "--switch",
+            &self.switch_addr,
+            "--tcp-addr",
+            &self.tcp_addr,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    }
+
+    fn switch(&self, ranks: usize) -> Proc {
+        Proc::spawn(
+            Command::new(COLL)
+                .args([
+                    "switch",
+                    "--ranks",
+                    &ranks.to_string(),
+                    "--memif",
+                    &self.name,
+                ])
+                .args(["--switch", &self.switch_addr]),
+            "mrc-coll switch",
+        )
+    }
+
+    /// Waits for the switch and the ranks (`n` of them, in `ranks` processes); the ranks'
+    /// table as JSON (rank 0 wrote it).
+    fn finish(&self, switch: &mut Proc, ranks: &mut [Proc], n: usize) -> (String, Vec<Value>) {
+        let outs: Vec<Output> = ranks.iter_mut().map(Proc::finish).collect();
+        let sw = switch.finish();
+        let all: String = outs.iter().map(text).collect::<Vec<_>>().join("\n---\n");
+        for o in &outs {
+            assert!(
+                o.status.success(),
+                "a rank failed:\n{all}\nswitch:\n{}",
+                text(&sw)
+            );
+        }
+        assert!(sw.status.success(), "switch:\n{}\nranks:\n{all}", text(&sw));
+        let sw_out = text(&sw);
+        assert!(
+            sw_out.contains(&format!("{n} of {n} ranks stopped")),
+            "{sw_out}"
+        );
+        let doc = std::fs::read_to_string(&self.json).expect("rank 0 wrote the JSON");
+        let _ = std::fs::remove_file(&self.json);
+        (
+            all,
+            serde_json::from_str::<Vec<Value>>(&doc).expect("the JSON table"),
+        )
+    }
+}
+
+/// Every line of the table measured, checked and right, at every size asked.
+fn assert_exact(rows: &[Value], sizes: &[u64], all: &str) {
+    let got: Vec<u64> = rows
+        .iter()
+        .map(|r| r["size"].as_u64().expect("size"))
+        .collect();
+    assert_eq!(got, sizes, "{all}");
+    for r in rows {
+        for place in ["out_of_place", "in_place"] {
+            let l = &r[place];
+            assert!(l.is_object(), "{place} not measured: {r}\n{all}");
+            assert_eq!(l["wrong"], 0, "{place} wrong elements: {r}\n{all}");
+            assert!(l["time_us"].as_f64().is_some_and(|t| t > 0.0), "{r}");
+        }
+    }
+}
+
+/// `mpirun -np 4 BIN all_reduce --backend dpdk ...` with the switch; the table's rows.
+fn mpirun_all_reduce(bin: &Path, tag: &str) -> (String, Vec<Value>) {
+    let run = Run::new(tag);
+    let mut switch = run.switch(4);
+    let mut mpirun = Command::new("mpirun");
+    mpirun
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "4"])
+        .args([
+            "--mca",
+            "btl",
+            "self,tcp",
+            "--mca",
+            "btl_tcp_if_include",
+            "lo",
+        ])
+        .arg(bin)
+        .arg("all_reduce")
+        .args(run.rank_args())
+        .args([
+            "-b", "8", "-e", "256K", "-f", "8", "-n", "3", "-w", "1", "-c", "1",
+        ])
+        .arg("-J")
+        .arg(&run.json);
+    let mut ranks = [Proc::spawn(&mut mpirun, "mpirun")];
+    run.finish(&mut switch, &mut ranks, 4)
+}
+
+const SIZES: [u64; 6] = [8, 64, 512, 4096, 32768, 262_144];
+
+fn mpirun_missing() -> bool {
+    !runs("mpirun", &["--version"])
+}
+
+#[test]
+fn mpirun_all_reduce_over_memif_planes_checks_every_element() {
+    let _one = serial();
+    let test = "mpirun_all_reduce_over_memif_planes_checks_every_element";
+    if let Some(why) = dpdk_missing() {
+        return skip(test, why);
+    }
+    if mpirun_missing() {
+        return skip(test, "no mpirun (apt-get install openmpi-bin)");
+    }
+    let (all, rows) = mpirun_all_reduce(Path::new(COLL), "mpi");
+    assert_exact(&rows, &SIZES, &all);
+    assert!(all.contains("# Bootstrap: mpirun's ranks"), "{all}");
+    assert!(all.contains("# Avg bus bandwidth"), "{all}");
+}
+
+/// `mrc-coll` built with the `mpi` feature (rsmpi over Open MPI), in its own target directory
+/// next to this build's.
+fn mpi_build() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    // target/<profile>/deps/coll_dpdk-… → target/
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .ok_or("no target directory")?
+        .join("mpi");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("no workspace")?;
+    let out = Command::new(env!("CARGO"))
+        .current_dir(root)
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "mrc-apps",
+            "--features",
+            "mpi",
+            "--bin",
+            "mrc-coll",
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "building mrc-coll with the mpi feature failed (libopenmpi-dev and libclang-dev?):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(target.join("debug/mrc-coll"))
+}
+
+#[test]
+fn mpirun_with_the_mpi_bootstrap_checks_every_element() {
+    let _one = serial();
+    let test = "mpirun_with_the_mpi_bootstrap_checks_every_element";
+    if let Some(why) = dpdk_missing() {
+        return skip(test, why);
+    }
+    if mpirun_missing() {
+        return skip(test, "no mpirun (apt-get install openmpi-bin)");
+    }
+    let bin = match mpi_build() {
+        Ok(b) => b,
+        Err(why) => return skip(test, &why),
+    };
+    let (all, rows) = mpirun_all_reduce(&bin, "rsmpi");
+    assert_exact(&rows, &SIZES, &all);
+    assert!(all.contains("# Bootstrap: MPI (mpirun)"), "{all}");
+}
+
+#[test]
+fn two_ranks_meet_over_the_tcp_rendezvous() {
+    let _one = serial();
+    let test = "two_ranks_meet_over_the_tcp_rendezvous";
+    if let Some(why) = dpdk_missing() {
+        return skip(test, why);
+    }
+    let run = Run::new("tcp");
+    let mut switch = run.switch(2);
+    let mut ranks: Vec<Proc> = (0..2)
+        .map(|r| {
+            let mut c = Command::new(COLL);
+            c.arg("all_gather")
+                .args(run.rank_args())
+                .args(["--tcp-rank", &r.to_string(), "--tcp-ranks", "2"])
+                .args([
+                    "-b", "1K", "-e", "64K", "-f", "8", "-n", "2", "-w", "1", "-d", "int32",
+                ]);
+            if r == 0 {
+                c.arg("-J").arg(&run.json);
+            }
+            Proc::spawn(&mut c, &format!("rank {r}"))
+        })
+        .collect();
+    let (all, rows) = run.finish(&mut switch, &mut ranks, 2);
+    assert_exact(&rows, &[1024, 8192, 65536], &all);
+    assert!(all.contains("# Bootstrap: TCP rendezvous"), "{all}");
+}
+
+#[test]
+fn a_rank_without_peers_or_ports_says_what_to_give() {
+    let out = Command::new(COLL)
+        .args(["all_reduce", "--backend", "dpdk", "--memif", "x"])
+        .env_remove("OMPI_COMM_WORLD_RANK")
+        .env_remove("PMI_RANK")
+        .output()
+        .expect("mrc-coll runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("under mpirun") && err.contains("--tcp-rank"),
+        "{err}"
+    );
+    let out = Command::new(COLL)
+        .args([
+            "all_reduce",
+            "--backend",
+            "dpdk",
+            "--tcp-rank",
+            "0",
+            "--tcp-ranks",
+            "2",
+        ])
+        .output()
+        .expect("mrc-coll runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--memif NAME") && err.contains("--eal"),
+        "{err}"
+    );
+}
