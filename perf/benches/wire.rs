@@ -1,4 +1,5 @@
-//! `mrc_transport::wire` per-packet costs: header parse, whole-frame build and parse (SRv6 and
+//! `mrc_transport::wire` per-packet costs: parse of every header (IPv6, UDP and each MRC
+//! header), whole-frame build and parse (SRv6 and
 //! ECMP, 4 KiB Write and a SACK), and the ICRC alone. Criterion reports ns per frame; compare
 //! build/parse against the ICRC line measured in the same run (the floor for a 4 KiB frame).
 //!
@@ -8,11 +9,14 @@ use std::hint::black_box;
 use std::net::Ipv6Addr;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress};
+use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress, Ipv6Packet, Ipv6Repr};
 use mrc_transport::wire::icrc;
 use mrc_transport::wire::{
-    BTH_LEN, Body, BthPacket, BthRepr, CcStateRepr, FrameRepr, MethRepr, Opcode, RethRepr, Route,
-    SETH_LEN, SethPacket, SethRepr, TsethRepr, WireConfig, WriteHeaders, parse_frame,
+    AethPacket, AethRepr, BTH_LEN, Body, BthPacket, BthRepr, CC_STATE_LEN, CcStatePacket,
+    CcStateRepr, EETH_LEN, ERTH_LEN, EethPacket, EethRepr, ErthPacket, ErthRepr, FrameRepr,
+    ImmDtPacket, ImmDtRepr, MethPacket, MethRepr, NETH_LEN, NethPacket, NethRepr, Opcode, PETH_LEN,
+    PethPacket, PethRepr, RETH_LEN, RethPacket, RethRepr, Route, SETH_LEN, SethPacket, SethRepr,
+    TsethPacket, TsethRepr, UdpPacket, UdpRepr, WireConfig, WriteHeaders, parse_frame,
 };
 
 const PAYLOAD: usize = 4096;
@@ -82,17 +86,66 @@ fn built(r: &FrameRepr, payload: &[u8]) -> Vec<u8> {
     buf
 }
 
+/// One `view + parse` benchmark per header, on bytes that parse (checked before timing).
+macro_rules! header {
+    ($g:expr, $name:literal, $packet:ident, $repr:ident, $bytes:expr) => {{
+        let bytes: Vec<u8> = $bytes;
+        let parse = |b: &[u8]| $repr::parse(&$packet::new_checked(b).unwrap());
+        assert!(parse(&bytes).is_ok(), "{} bench bytes must parse", $name);
+        $g.bench_function($name, |b| b.iter(|| parse(black_box(&bytes[..]))));
+    }};
+}
+
 fn headers(c: &mut Criterion) {
     let mut g = c.benchmark_group("wire/header_parse");
     g.throughput(Throughput::Elements(1));
-    let bth = [0xC7, 0, 0xff, 0xff, 0, 0, 0, 0x11, 0x80, 0, 0, 100];
-    g.bench_function("bth", |b| {
-        b.iter(|| BthRepr::parse(&BthPacket::new_checked(black_box(&bth[..])).unwrap()));
+    let ipv6 = {
+        let mut h = vec![0u8; 40];
+        h[0] = 0x60;
+        h[6] = 41;
+        h[7] = 64;
+        h
+    };
+    header!(g, "ipv6", Ipv6Packet, Ipv6Repr, ipv6);
+    header!(
+        g,
+        "udp",
+        UdpPacket,
+        UdpRepr,
+        vec![0x12, 0x34, 0x12, 0xb7, 0, 8, 0, 0]
+    );
+    header!(
+        g,
+        "bth",
+        BthPacket,
+        BthRepr,
+        vec![0xC7, 0, 0xff, 0xff, 0, 0, 0, 0x11, 0x80, 0, 0, 100]
+    );
+    header!(g, "meth", MethPacket, MethRepr, vec![0, 1, 0, 2]);
+    header!(g, "tseth", TsethPacket, TsethRepr, vec![0, 0, 0x12, 0x34]);
+    header!(g, "reth", RethPacket, RethRepr, vec![0x11; RETH_LEN]);
+    header!(g, "immdt", ImmDtPacket, ImmDtRepr, vec![0xca, 0xfe, 0, 1]);
+    header!(g, "seth", SethPacket, SethRepr, vec![0x5a; SETH_LEN]);
+    header!(
+        g,
+        "cc_state",
+        CcStatePacket,
+        CcStateRepr,
+        vec![0x22; CC_STATE_LEN]
+    );
+    header!(g, "neth", NethPacket, NethRepr, {
+        let mut h = vec![0u8; NETH_LEN];
+        h[0] = 0x02;
+        h
     });
-    let seth = [0x5au8; SETH_LEN];
-    g.bench_function("seth", |b| {
-        b.iter(|| SethRepr::parse(&SethPacket::new_checked(black_box(&seth[..])).unwrap()));
+    header!(g, "peth", PethPacket, PethRepr, vec![0; PETH_LEN]);
+    header!(g, "erth", ErthPacket, ErthRepr, {
+        let mut h = vec![0u8; ERTH_LEN];
+        h[0] = 1;
+        h
     });
+    header!(g, "eeth", EethPacket, EethRepr, vec![0; EETH_LEN]);
+    header!(g, "aeth", AethPacket, AethRepr, vec![0, 0, 0, 77]);
     g.finish();
     let _ = BTH_LEN;
 }

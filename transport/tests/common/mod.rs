@@ -128,6 +128,8 @@ pub struct FabricStats {
     pub trimmed: u64,
     pub marked: u64,
     pub duplicated: u64,
+    /// Frames held back on their path (jitter): they arrive behind later ones.
+    pub reordered: u64,
 }
 
 /// An endpoint that can also record what it sends (for tests that forge frames from real
@@ -338,6 +340,7 @@ impl Net {
             f.trimmed += s.trimmed;
             f.marked += s.ecn_marked;
             f.duplicated += s.duplicated;
+            f.reordered += s.reordered;
         }
         f
     }
