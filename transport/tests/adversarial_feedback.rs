@@ -94,7 +94,7 @@ fn feedback_about_psns_or_messages_never_sent_completes_nothing() {
                 h.sack_offset = 2;
                 h.sack_bitmap = u64::MAX;
             }),
-            None,
+            Some(DropReason::BadAck),
         ),
         (
             "SACK bitmap far ahead",
@@ -103,7 +103,7 @@ fn feedback_about_psns_or_messages_never_sent_completes_nothing() {
                 h.sack_offset = i16::MAX;
                 h.sack_bitmap = u64::MAX;
             }),
-            None,
+            Some(DropReason::BadAck),
         ),
         (
             "SACK bitmap far behind",
@@ -317,6 +317,10 @@ fn a_peer_that_never_acknowledges_costs_a_window_and_a_retry_budget_not_memory()
     let src = region(&mut lab.n, 0, c.pd_a, 0x7000_0000, 1 << 20, pattern(3));
     let heap = [lab.n.ep(0).heap_bytes(), lab.n.ep(1).heap_bytes()];
     let qp_heap = lab.n.ep(0).qp_heap_bytes(c.qp_a).unwrap();
+    println!(
+        "a connected QP holds {qp_heap} heap bytes; its endpoint {} (docs/limits.md)",
+        heap[0]
+    );
     lab.n.ep(1).destroy_qp(c.qp_b).unwrap();
     let heap1 = lab.n.ep(1).heap_bytes();
     let sge = [Sge {

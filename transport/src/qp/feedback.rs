@@ -46,6 +46,11 @@ impl Qp {
             Some(base) => (base, seth.sack_bitmap),
             None => (cack, 0),
         };
+        // A bitmap that acknowledges PSNs never sent is no responder's: refused whole.
+        if sacks_unsent(base, bitmap, req.flight.nxt()) {
+            ctx.drop_frame(DropReason::BadAck);
+            return;
+        }
         self.stats.sacks_received += 1;
         let echoed = paths.table.lookup(seth.entropy);
         if echoed.is_none() {
@@ -383,6 +388,15 @@ impl Qp {
         if req.flight.is_empty() {
             req.retry.disarm();
         }
+    }
+}
+
+/// Whether a SACK bitmap (bit i = sequence `base + i`) names anything at or beyond `nxt`.
+fn sacks_unsent(base: u64, bitmap: u64, nxt: u64) -> bool {
+    match nxt.checked_sub(base) {
+        None => bitmap != 0,
+        Some(sent) if sent >= 64 => false,
+        Some(sent) => bitmap >> sent != 0,
     }
 }
 
