@@ -149,6 +149,25 @@ fn write_bw_table_and_json_add_up_through_a_link_failure() {
             .any(|e| e["plane"] == 0 && e["timeouts"].as_u64() > Some(0))
     );
     assert_eq!(j["test_info"]["Clock"], "simulated");
+
+    // Live per-plane bandwidth on stderr while it ran: every plane on every line, and the
+    // failure visible as it happens (retransmissions and a retired EV appear mid-run).
+    let live: Vec<&str> = err.lines().filter(|l| l.contains("Gb/s delivered")).collect();
+    assert!(live.len() >= 3, "live lines: {err}");
+    for l in &live {
+        for p in 0..4 {
+            assert!(l.contains(&format!("plane{p} ")), "{l}");
+        }
+    }
+    let counter = |l: &str, key: &str| -> u64 {
+        l.split(key)
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{key} in {l}"))
+    };
+    assert_eq!(counter(live[0], "retx "), 0, "nothing resent before the failure");
+    let last = live[live.len() - 1];
+    assert!(counter(last, "retx ") > 0 && counter(last, "EVs out ") > 0, "{last}");
 }
 
 #[test]
