@@ -65,6 +65,11 @@ pub mod defaults {
     pub const PROBE_INTERVAL_MIN: Duration = Duration::from_micros(100);
     /// Probe backoff ceiling for an EV that keeps failing (brief §3.3: ~10 ms).
     pub const PROBE_INTERVAL_MAX: Duration = Duration::from_millis(10);
+    /// A peer's port reported down is tried again after this long, unless an update says it
+    /// is back first: updates are best effort (brief §2.12), and the one saying "up" may be
+    /// lost. If the port is still down, its EVs retire on the first losses and probes take
+    /// over, backing off to `PROBE_INTERVAL_MAX`.
+    pub const REMOTE_PORT_DOWN_HOLD: Duration = Duration::from_millis(2);
     /// SACK coalescing: at most this many data packets per SACK without another trigger.
     pub const SACK_EVERY_PACKETS: u32 = 4;
     /// SACK coalescing: at most this many payload bytes per SACK.
@@ -168,6 +173,9 @@ pub struct TimerConfig {
     pub reorder_min: Duration,
     pub probe_interval_min: Duration,
     pub probe_interval_max: Duration,
+    /// How long a peer's port reported down is avoided before it is tried again
+    /// ([`defaults::REMOTE_PORT_DOWN_HOLD`]).
+    pub remote_port_down_hold: Duration,
 }
 
 impl Default for TimerConfig {
@@ -179,6 +187,7 @@ impl Default for TimerConfig {
             reorder_min: defaults::REORDER_MIN,
             probe_interval_min: defaults::PROBE_INTERVAL_MIN,
             probe_interval_max: defaults::PROBE_INTERVAL_MAX,
+            remote_port_down_hold: defaults::REMOTE_PORT_DOWN_HOLD,
         }
     }
 }

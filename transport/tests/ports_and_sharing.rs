@@ -184,3 +184,67 @@ fn qps_share_the_nic_round_robin_and_a_controller_per_destination() {
     );
     assert!(a.abs_diff(b) * 10 < a.max(b), "{a} vs {b}");
 }
+
+#[test]
+fn a_lost_port_up_update_costs_the_plane_only_for_the_hold() {
+    let mut n = NetBuilder {
+        planes: 2,
+        paths_per_plane: 2,
+        seed: 6,
+        spec: PathSpec {
+            rate_bps: 10_000_000_000,
+            ..PathSpec::default()
+        },
+        ..NetBuilder::default()
+    }
+    .build();
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    // Host 1's port 1 goes down: host 0 hears of it.
+    let t = n.now();
+    n.ep(1).handle_port_status(t, 1, false);
+    n.run_for(Duration::from_micros(100));
+    let heard = n.events(0);
+    assert!(
+        heard
+            .iter()
+            .any(|e| matches!(e, Event::RemotePortStatus { up_mask, .. } if up_mask & 0b10 == 0)),
+        "{heard:?}"
+    );
+    // It comes back while every path is down: the update that says so is lost (updates are
+    // best effort, never retransmitted).
+    let t = n.now();
+    for plane in 0..2 {
+        for path in 0..2 {
+            n.path_down(plane, path, t, t + Duration::from_micros(50));
+        }
+    }
+    n.ep(1).handle_port_status(t, 1, true);
+    n.run_for(Duration::from_micros(100));
+    // Host 0 writes: on plane 0 only at first; once the hold is over
+    // (`remote_port_down_hold`, 2 ms) it tries plane 1 again and finds it working.
+    let len = 16 << 20;
+    let s0 = region(&mut n, 0, c.pd_a, 0x10_0000, len, pattern(3));
+    let d1 = region(&mut n, 1, c.pd_b, 0x20_0000, len, |_| 0);
+    post_write(&mut n, &c, s0.lkey, d1.rkey, len as u32, 1);
+    n.run_until(Duration::from_secs(1), |n| {
+        drain_cq(n, 0, c.cq_a)
+            .iter()
+            .any(|w| w.status == WcStatus::Success)
+    });
+    let later = n.events(0);
+    assert!(
+        !later
+            .iter()
+            .any(|e| matches!(e, Event::RemotePortStatus { up_mask, .. } if up_mask & 0b10 != 0)),
+        "the up update was lost: {later:?}"
+    );
+    let on_1 = n.ep(0).plane_stats(1).unwrap().packets_sent;
+    let on_0 = n.ep(0).plane_stats(0).unwrap().packets_sent;
+    assert!(
+        on_1 > on_0 / 4,
+        "plane 1 carries data again: {on_0} packets on plane 0, {on_1} on plane 1"
+    );
+    let got = n.ep(1).mr_slice(d1.lkey).unwrap();
+    let want = pattern(3);
+    assert!(got.iter().enumerate().all(|(i, &b)| b == want(i)));
+}

@@ -128,7 +128,7 @@ pub fn run(o: &ExpOpts) -> Result<(Failure, Flap), ExpError> {
     } else {
         (8, 4, 8, 50, 8 << 20)
     };
-    let plan_text = fabric_toml("failover", planes, racks, racks, hpr, gbps, 512 * 1024);
+    let plan_text = fabric_toml("failover", planes, racks, hpr, hpr, gbps, 512 * 1024);
     let plan = mrc_srv6::plan::Plan::from_toml(&plan_text, "<failover>")?;
     let hosts = plan.host_count();
     let t = Transport::Mrc;

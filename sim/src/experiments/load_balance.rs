@@ -48,7 +48,15 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     } else {
         (8, 8, 16, 50, 8 << 20)
     };
-    let plan = fabric_toml("lb", planes, racks, racks, hosts_per_rack, gbps, 512 * 1024);
+    let plan = fabric_toml(
+        "lb",
+        planes,
+        racks,
+        hosts_per_rack,
+        hosts_per_rack,
+        gbps,
+        512 * 1024,
+    );
     let hosts = u32::from(racks) * u32::from(hosts_per_rack);
     let nic_gbps = f64::from(gbps) * f64::from(planes);
     let msgs = permutation(hosts, size, SimTime::ZERO, o.seed);

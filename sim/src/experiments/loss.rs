@@ -39,7 +39,7 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     } else {
         (8, 2, 8, 50, 4 << 20)
     };
-    let plan = fabric_toml("loss", planes, racks, racks, hpr, gbps, 512 * 1024);
+    let plan = fabric_toml("loss", planes, racks, hpr, hpr, gbps, 512 * 1024);
     let hosts = u32::from(racks) * u32::from(hpr);
     let nic = f64::from(gbps) * f64::from(planes);
     let msgs = permutation(hosts, size, SimTime::ZERO, o.seed);

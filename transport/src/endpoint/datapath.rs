@@ -99,14 +99,17 @@ impl Endpoint {
             }
             Some(_) => {}
         }
-        self.with_qp(idx, |qp, ctx| match (f.trimmed, f.body) {
-            (Some(how), _) => qp.on_trimmed(port, &f, how, ctx),
-            (None, Some(Body::Write(w))) => qp.on_data(now, port, &f, &w, ctx),
-            (None, Some(Body::Sack { seth, cc })) => qp.on_sack(now, &seth, &cc, ctx),
-            (None, Some(Body::Nack(n))) => qp.on_nack(now, &n, ctx),
-            (None, Some(Body::Ack(a))) => qp.on_ack(&a, ctx),
-            (None, Some(Body::Probe(p))) => qp.on_probe(port, &f, &p, ctx),
-            (None, _) => ctx.drop_frame(DropReason::Unexpected),
+        self.with_qp(idx, |qp, ctx| {
+            qp.on_peer_port_seen(port);
+            match (f.trimmed, f.body) {
+                (Some(how), _) => qp.on_trimmed(port, &f, how, ctx),
+                (None, Some(Body::Write(w))) => qp.on_data(now, port, &f, &w, ctx),
+                (None, Some(Body::Sack { seth, cc })) => qp.on_sack(now, &seth, &cc, ctx),
+                (None, Some(Body::Nack(n))) => qp.on_nack(now, &n, ctx),
+                (None, Some(Body::Ack(a))) => qp.on_ack(&a, ctx),
+                (None, Some(Body::Probe(p))) => qp.on_probe(port, &f, &p, ctx),
+                (None, _) => ctx.drop_frame(DropReason::Unexpected),
+            }
         });
     }
 
@@ -298,15 +301,10 @@ impl Endpoint {
                     .filter(|(_, q)| q.rtr.is_some_and(|r| r.remote.addr == src))
                     .map(|(i, _)| i)
                     .collect();
+                let hold = self.cfg.timers.remote_port_down_hold;
                 for idx in idxs {
                     self.with_qp(idx, |qp, _| {
-                        let newly_down = qp.remote_up & !port_status_mask;
-                        qp.remote_up = port_status_mask;
-                        for p in 0..32u8 {
-                            if newly_down & (1 << p) != 0 {
-                                qp.on_port_down(p);
-                            }
-                        }
+                        qp.on_remote_port_status(now, port_status_mask, hold);
                     });
                 }
                 self.events.push(Event::RemotePortStatus {

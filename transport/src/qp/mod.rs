@@ -99,6 +99,9 @@ pub(crate) struct Qp {
     cc: Option<usize>,
     /// The peer's ports up (PORT_STATUS_UPDATE), bit i = its port i.
     pub remote_up: u32,
+    /// When a port the peer said was down is tried again (updates are best effort: the one
+    /// saying it came back may be lost; if it is still down, its EVs retire and probes wait).
+    remote_recheck_at: Option<Instant>,
     ctrl: VecDeque<Control>,
     ctrl_limit: usize,
     // Endpoint scheduling state.
@@ -131,6 +134,7 @@ impl Qp {
             resp: None,
             cc: None,
             remote_up: u32::MAX,
+            remote_recheck_at: None,
             ctrl: VecDeque::new(),
             ctrl_limit,
             in_tx_queue: false,
@@ -440,7 +444,33 @@ impl Qp {
             || self
                 .paths
                 .as_mut()
-                .is_some_and(|p| p.table.probe_due(now).is_some())
+                .is_some_and(|p| p.table.probe_due(now, u32::MAX).is_some())
+    }
+
+    /// A PORT_STATUS_UPDATE from the peer (brief §2.12, §3.10): its ports up are `mask`. A
+    /// port newly down has its in-flight packets resent elsewhere, and is tried again after
+    /// `hold` unless an update says it is back first.
+    pub fn on_remote_port_status(&mut self, now: Instant, mask: u32, hold: crate::time::Duration) {
+        let newly_down = self.remote_up & !mask;
+        self.remote_up = mask;
+        for p in 0..32u8 {
+            if newly_down & (1 << p) != 0 {
+                self.on_port_down(p);
+            }
+        }
+        if newly_down != 0 {
+            self.remote_recheck_at = Some(now + hold);
+            self.timers_dirty = true;
+        }
+    }
+
+    /// A frame from the peer came in on local port `port`: the peer's port on that plane is up
+    /// (planes are separate networks, port p to port p), whatever the last port-status update
+    /// said; those are best effort and can be lost (brief §2.12).
+    pub fn on_peer_port_seen(&mut self, port: u8) {
+        if let Some(bit) = 1u32.checked_shl(u32::from(port)) {
+            self.remote_up |= bit;
+        }
     }
 
     /// Planes a packet of this QP may leave on: local port up and ready, peer port up.
@@ -451,7 +481,10 @@ impl Qp {
     /// The earliest time this QP needs `on_timeout`. Work that only waits for a port
     /// (a due probe) is the transmit path's business, not a timer's; a pacing hold is.
     pub fn deadline(&mut self, now: Instant, ccs: &CcTable) -> Option<Instant> {
-        let mut d = self.resp.as_ref().and_then(Responder::deadline);
+        let mut d = min_opt(
+            self.resp.as_ref().and_then(Responder::deadline),
+            self.remote_recheck_at,
+        );
         if let (Some(req), Some(paths)) = (self.req.as_mut(), self.paths.as_ref()) {
             d = min_opt(d, req.deadline(&paths.table, now));
         }
@@ -470,6 +503,10 @@ impl Qp {
     pub fn on_timeout(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
         self.paced = false;
         self.timers_dirty = true;
+        if self.remote_recheck_at.is_some_and(|t| t <= now) {
+            self.remote_recheck_at = None;
+            self.remote_up = u32::MAX;
+        }
         if let Some(trigger) = self.resp.as_mut().and_then(|r| r.take_due_sack(now)) {
             self.queue_sack(trigger, ctx);
         }

@@ -328,10 +328,7 @@ impl Qp {
         else {
             return None;
         };
-        let ev = paths.table.probe_due(now)?;
-        if planes & (1 << paths.table.ev(ev).plane) == 0 {
-            return None;
-        }
+        let ev = paths.table.probe_due(now, planes)?;
         let peth = PethRepr {
             hdr_type: 0,
             next: 0,

@@ -7,14 +7,15 @@ use crate::ev::EvId;
 use crate::time::{Duration, Instant};
 
 impl EvTable {
-    /// A retired EV whose probe is due.
-    pub fn probe_due(&mut self, now: Instant) -> Option<EvId> {
+    /// A retired EV whose probe is due, on one of `planes` (a due probe on a plane that cannot
+    /// send now does not hold back those on the others).
+    pub fn probe_due(&mut self, now: Instant, planes: u32) -> Option<EvId> {
         if self.next_probe_at.is_none_or(|t| t > now) {
             return None;
         }
         let due = self.retired.iter().copied().find(|&id| {
-            let p = &self.evs[usize::from(id)].probe;
-            p.outstanding.is_none() && p.next_at <= now
+            let e = &self.evs[usize::from(id)];
+            e.probe.outstanding.is_none() && e.probe.next_at <= now && planes & (1 << e.plane) != 0
         });
         if due.is_none() {
             self.refresh_next_probe();

@@ -66,7 +66,7 @@ fn a_plane_of_two_paths_retires_a_dead_one_and_probes_bring_it_back() {
     let mut now = NOW;
     for _ in 0..3 {
         now += Duration::from_millis(1);
-        assert_eq!(t.probe_due(now), Some(plane0[0]));
+        assert_eq!(t.probe_due(now, ALL), Some(plane0[0]));
         t.on_probe_sent(plane0[0], now);
         t.on_probe_answer(plane0[0], now + Duration::from_micros(10));
     }
@@ -178,24 +178,42 @@ fn skip_lasts_for_the_rest_of_the_rotation() {
 }
 
 #[test]
+fn a_due_probe_on_a_plane_that_cannot_send_does_not_hold_back_the_others() {
+    let mut t = srv6(4, 4, 0, 2, 100);
+    let a = t.plane_range(0).next().unwrap();
+    let b = t.plane_range(1).next().unwrap();
+    t.retire(a, NOW);
+    t.retire(b, NOW);
+    let due = NOW + TimerConfig::default().probe_interval_min;
+    assert_eq!(t.probe_due(due, ALL), Some(a), "the first retired first");
+    assert_eq!(
+        t.probe_due(due, 0b10),
+        Some(b),
+        "plane 0 cannot send: plane 1's goes"
+    );
+    assert_eq!(t.probe_due(due, 0b01), Some(a));
+    assert_eq!(t.probe_due(due, 0), None);
+}
+
+#[test]
 fn probes_bring_an_ev_back_after_consecutive_successes_and_back_off_on_failure() {
     let mut t = srv6(4, 2, 0, 1, 100);
     let id = t.active().next().unwrap();
     t.retire(id, NOW);
     let min = TimerConfig::default().probe_interval_min;
-    assert_eq!(t.probe_due(NOW), None);
+    assert_eq!(t.probe_due(NOW, ALL), None);
     assert_eq!(t.probe_deadline(min), Some(NOW + min));
     // First probe fails: the interval doubles.
     let t1 = NOW + min;
-    assert_eq!(t.probe_due(t1), Some(id));
+    assert_eq!(t.probe_due(t1, ALL), Some(id));
     t.on_probe_sent(id, t1);
-    assert_eq!(t.probe_due(t1), None, "one probe at a time");
+    assert_eq!(t.probe_due(t1, ALL), None, "one probe at a time");
     assert_eq!(t.on_probe_timeouts(t1 + min, min), 1);
     assert_eq!(t.ev(id).probe.interval, min.saturating_mul(2));
     let mut now = t1 + min + min.saturating_mul(2);
     // Then three answered probes in a row restore it.
     for i in 0..3 {
-        assert_eq!(t.probe_due(now), Some(id), "probe {i}");
+        assert_eq!(t.probe_due(now, ALL), Some(id), "probe {i}");
         t.on_probe_sent(id, now);
         let back = t.on_probe_answer(id, now + Duration::from_micros(10));
         assert_eq!(back, i == 2);
@@ -263,7 +281,11 @@ fn deny_and_allow() {
     t.deny(id);
     assert_eq!(t.ev(id).state, EvState::Denied);
     assert_eq!(t.active_in_plane(0), 2, "a backup took its place");
-    assert_eq!(t.probe_due(Instant::MAX), None, "denied EVs are not probed");
+    assert_eq!(
+        t.probe_due(Instant::MAX, ALL),
+        None,
+        "denied EVs are not probed"
+    );
     t.allow(id);
     assert_eq!(t.ev(id).state, EvState::Good);
     assert_eq!(t.ev(id).role, EvRole::Backup);
