@@ -152,7 +152,10 @@ fn write_bw_table_and_json_add_up_through_a_link_failure() {
 
     // Live per-plane bandwidth on stderr while it ran: every plane on every line, and the
     // failure visible as it happens (retransmissions and a retired EV appear mid-run).
-    let live: Vec<&str> = err.lines().filter(|l| l.contains("Gb/s delivered")).collect();
+    let live: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("Gb/s delivered"))
+        .collect();
     assert!(live.len() >= 3, "live lines: {err}");
     for l in &live {
         for p in 0..4 {
@@ -165,9 +168,16 @@ fn write_bw_table_and_json_add_up_through_a_link_failure() {
             .and_then(|r| r.split_whitespace().next()?.parse().ok())
             .unwrap_or_else(|| panic!("{key} in {l}"))
     };
-    assert_eq!(counter(live[0], "retx "), 0, "nothing resent before the failure");
+    assert_eq!(
+        counter(live[0], "retx "),
+        0,
+        "nothing resent before the failure"
+    );
     let last = live[live.len() - 1];
-    assert!(counter(last, "retx ") > 0 && counter(last, "EVs out ") > 0, "{last}");
+    assert!(
+        counter(last, "retx ") > 0 && counter(last, "EVs out ") > 0,
+        "{last}"
+    );
 }
 
 #[test]
