@@ -17,6 +17,9 @@ if [ "$(id -u)" -eq 0 ]; then export MRC_REQUIRE_ALL=1; fi
 echo "== cargo test (workspace)"
 cargo test --workspace --all-targets --locked --no-fail-fast
 
+echo "== the workspace without DPDK (MRC_DPDK_DISABLE=1: what a machine without libdpdk-dev builds)"
+MRC_DPDK_DISABLE=1 cargo check --workspace --all-targets --locked --target-dir target/nodpdk
+
 echo "== fuzz smoke"
 scripts/fuzz-smoke.sh
 
