@@ -164,12 +164,18 @@ pub fn run(o: &ExpOpts) -> Result<(Failure, Flap), ExpError> {
         .map(|x| x.1)
         .collect();
     let before_gbps = before.iter().sum::<f64>() / before.len().max(1) as f64;
-    let after: Vec<&(f64, f64)> = rate.iter().filter(|(t, _)| *t > fail_t).collect();
-    let dip_gbps = after
+    // After the failure and before the first flow completes (the aggregate falls as flows end,
+    // which is no dip).
+    let first_done = report
+        .flows
         .iter()
-        .take(10)
-        .map(|x| x.1)
+        .filter_map(|f| Some(f.start_us + f.fct_us?))
         .fold(f64::INFINITY, f64::min);
+    let after: Vec<&(f64, f64)> = rate
+        .iter()
+        .filter(|(t, _)| *t > fail_t && *t < first_done)
+        .collect();
+    let dip_gbps = after.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
     // No dip below 90 %: nothing to recover from (0); else the first sample back above it.
     let recovery_us = match after.iter().position(|x| x.1 < 0.9 * before_gbps) {
         None => Some(0.0),

@@ -67,10 +67,13 @@ impl Requester {
         self.flight.has_retransmit()
     }
 
-    /// The reordering window of loss inference: a quarter RTT, never below the configured
-    /// minimum (brief §3.6 [I]).
+    /// The reordering window of loss inference: a quarter RTT or four RTT deviations, whichever
+    /// is longer, never below the configured minimum (brief §3.6 [I]). Sprayed paths differ by
+    /// their queues: where the RTT varies, so does the order of arrival, and a hole is not a
+    /// loss until it outlasts that variation.
     pub(super) fn reorder_window(&self) -> Duration {
-        Duration(self.rtt.srtt().as_nanos() / 4).max(self.timers.reorder_min)
+        Duration((self.rtt.srtt().as_nanos() / 4).max(4 * self.rtt.rttvar().as_nanos()))
+            .max(self.timers.reorder_min)
     }
 
     /// The least a packet on an EV waits before its timeout: as many of its own path's smoothed

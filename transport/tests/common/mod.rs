@@ -353,6 +353,17 @@ impl Net {
             .dropped_down
     }
 
+    /// Frames the paths duplicated from host 0 to host 1 (data and probes, not the SACKs back).
+    pub fn duplicated_forward(&self) -> u64 {
+        self.links[0]
+            .2
+            .forward
+            .iter()
+            .flatten()
+            .map(|&p| self.h.path_stats(p).duplicated)
+            .sum()
+    }
+
     /// Frames each path of `plane` carried from host 0 to host 1.
     pub fn forward_frames(&self, plane: usize) -> Vec<u64> {
         self.links[0].2.forward[plane]
