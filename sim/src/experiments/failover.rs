@@ -164,16 +164,18 @@ pub fn run(o: &ExpOpts) -> Result<(Failure, Flap), ExpError> {
         .map(|x| x.1)
         .collect();
     let before_gbps = before.iter().sum::<f64>() / before.len().max(1) as f64;
-    // After the failure and before the first flow completes (the aggregate falls as flows end,
-    // which is no dip).
+    // After the failure and before the transfer's tail: flows slow down as they end (their
+    // last packets, then nothing), which is no dip. The window stops at 90 % of the way from
+    // the failure to the first completion.
     let first_done = report
         .flows
         .iter()
         .filter_map(|f| Some(f.start_us + f.fct_us?))
         .fold(f64::INFINITY, f64::min);
+    let tail = fail_t + 0.9 * (first_done - fail_t);
     let after: Vec<&(f64, f64)> = rate
         .iter()
-        .filter(|(t, _)| *t > fail_t && *t < first_done)
+        .filter(|(t, _)| *t > fail_t && *t < tail)
         .collect();
     let dip_gbps = after.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
     // No dip below 90 %: nothing to recover from (0); else the first sample back above it.
