@@ -14,10 +14,11 @@
 //! sockets are abstract (nothing on disk); DPDK runtime directories are removed.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use mrc_tests::{DpdkRuntimeDirs, Proc, free_port, runs, skip, unique};
 use serde_json::Value;
 
 const COLL: &str = env!("CARGO_BIN_EXE_mrc-coll");
@@ -30,39 +31,6 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn require_all() -> bool {
-    std::env::var("MRC_REQUIRE_ALL").is_ok_and(|v| v == "1")
-}
-
-fn skip(test: &str, why: &str) {
-    assert!(!require_all(), "{test}: MRC_REQUIRE_ALL=1 but {why}");
-    eprintln!("coll_dpdk: SKIPPED {test}: {why}");
-}
-
-fn runs(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// A name no other run uses.
-fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("mrccoll-{tag}-{}-{}", std::process::id(), nanos % 1_000_000)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// `None` when this machine can run DPDK processes (else why not).
 fn dpdk_missing() -> Option<&'static str> {
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
@@ -73,75 +41,10 @@ fn dpdk_missing() -> Option<&'static str> {
         .then_some("this build has no DPDK (install libdpdk-dev)")
 }
 
-/// A child process killed if still running when dropped.
-struct Proc {
-    child: Option<Child>,
-    what: String,
-}
-
-impl Proc {
-    fn spawn(cmd: &mut Command, what: &str) -> Self {
-        let child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        Self {
-            child: Some(child),
-            what: what.to_owned(),
-        }
-    }
-
-    fn finish(&mut self) -> Output {
-        let deadline = Instant::now() + LIMIT;
-        let child = self.child.as_mut().expect("running");
-        while child.try_wait().expect("wait").is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let out = self.child.take().expect("running").wait_with_output();
-                panic!("{}: did not finish in {LIMIT:?}: {out:?}", self.what);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.child
-            .take()
-            .expect("running")
-            .wait_with_output()
-            .expect("output")
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
+/// What a process printed, stdout then stderr.
 fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Removes the DPDK runtime directories of the fabric `name` (ranks and switch).
-struct RuntimeDirs(String);
-
-impl Drop for RuntimeDirs {
-    fn drop(&mut self) {
-        let Ok(dir) = std::fs::read_dir("/var/run/dpdk") else {
-            return;
-        };
-        for e in dir.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&self.0) {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-    }
+    let (out, err) = mrc_tests::text(o);
+    format!("{out}\n{err}")
 }
 
 /// One run of the switch and `ranks` ranks: the switch's control address and the rendezvous
@@ -151,17 +54,17 @@ struct Run {
     switch_addr: String,
     tcp_addr: String,
     json: PathBuf,
-    _dirs: RuntimeDirs,
+    _dirs: DpdkRuntimeDirs,
 }
 
 impl Run {
     fn new(tag: &str) -> Self {
-        let name = unique(tag);
+        let name = unique(&format!("mrccoll-{tag}-"));
         Self {
             switch_addr: format!("127.0.0.1:{}", free_port()),
             tcp_addr: format!("127.0.0.1:{}", free_port()),
             json: std::env::temp_dir().join(format!("{name}.json")),
-            _dirs: RuntimeDirs(name.clone()),
+            _dirs: DpdkRuntimeDirs(name.clone()),
             name,
         }
     }
@@ -201,8 +104,8 @@ impl Run {
     /// Waits for the switch and the ranks (`n` of them, in `ranks` processes); the ranks'
     /// table as JSON (rank 0 wrote it).
     fn finish(&self, switch: &mut Proc, ranks: &mut [Proc], n: usize) -> (String, Vec<Value>) {
-        let outs: Vec<Output> = ranks.iter_mut().map(Proc::finish).collect();
-        let sw = switch.finish();
+        let outs: Vec<Output> = ranks.iter_mut().map(|r| r.finish(LIMIT)).collect();
+        let sw = switch.finish(LIMIT);
         let all: String = outs.iter().map(text).collect::<Vec<_>>().join("\n---\n");
         for o in &outs {
             assert!(

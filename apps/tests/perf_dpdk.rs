@@ -6,8 +6,10 @@
 //! DPDK missing (a build without it) or a single CPU: skipped with a message, or a failure
 //! under `MRC_REQUIRE_ALL=1`.
 
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use mrc_tests::{DpdkRuntimeDirs, Proc, free_port, text, unique};
 
 /// The tests of this file one at a time: each picks free TCP ports, and two tests running at
 /// once could be handed the same one.
@@ -19,33 +21,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn require_all() -> bool {
-    std::env::var("MRC_REQUIRE_ALL").is_ok_and(|v| v == "1")
-}
-
 fn skip(why: &str) {
-    assert!(!require_all(), "MRC_REQUIRE_ALL=1 but {why}");
-    eprintln!("perf_dpdk: SKIPPED: {why}");
-}
-
-/// A name no other process uses.
-fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!(
-        "mrc-perf-{tag}-{}-{}",
-        std::process::id(),
-        nanos % 1_000_000
-    )
-}
-
-/// A TCP port free right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+    mrc_tests::skip("perf_dpdk", why);
 }
 
 fn eal(prefix: &str, role: &str, socket: &str) -> String {
@@ -67,69 +44,14 @@ fn eal(prefix: &str, role: &str, socket: &str) -> String {
     )
 }
 
-/// Kills the process if the test ends first and removes its DPDK runtime directory.
-struct Proc {
-    child: Option<Child>,
-    prefix: String,
-}
-
-impl Proc {
-    fn spawn(args: &[&str], prefix: &str) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_mrc-perf"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("mrc-perf starts");
-        Self {
-            child: Some(child),
-            prefix: prefix.to_owned(),
-        }
-    }
-
-    fn finish(&mut self, limit: Duration) -> Output {
-        let deadline = Instant::now() + limit;
-        let child = self.child.as_mut().expect("running");
-        while child.try_wait().expect("wait").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "mrc-perf did not finish in {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.child
-            .take()
-            .expect("running")
-            .wait_with_output()
-            .expect("output")
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for base in [
-            "/var/run/dpdk".to_owned(),
-            format!(
-                "{}/dpdk",
-                std::env::var("XDG_RUNTIME_DIR").unwrap_or_default()
-            ),
-        ] {
-            let dir = std::path::Path::new(&base).join(&self.prefix);
-            if self.prefix.starts_with("mrc-perf-") && dir.exists() {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-        }
-    }
-}
-
-fn text(o: &Output) -> (String, String) {
+/// `mrc-perf ARGS`, killed if the test ends first; its DPDK runtime directory removed.
+fn perf(args: &[&str], prefix: &str) -> (Proc, DpdkRuntimeDirs) {
     (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
+        Proc::spawn(
+            Command::new(env!("CARGO_BIN_EXE_mrc-perf")).args(args),
+            "mrc-perf",
+        ),
+        DpdkRuntimeDirs(prefix.to_owned()),
     )
 }
 
@@ -149,8 +71,8 @@ fn server_and_client_over_memif_move_and_check_every_byte() {
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
         return skip("one CPU: two DPDK processes with NIC threads need two");
     }
-    let socket = format!("/{}.sock", unique("memif"));
-    let (sp, cp) = (unique("s"), unique("c"));
+    let socket = format!("/{}.sock", unique("mrc-perf-memif"));
+    let (sp, cp) = (unique("mrc-perf-s"), unique("mrc-perf-c"));
     let port = free_port().to_string();
     let common = [
         "write_imm_bw",
@@ -167,9 +89,9 @@ fn server_and_client_over_memif_move_and_check_every_byte() {
     let server_eal = eal(&sp, "server", &socket);
     let mut args: Vec<&str> = common.to_vec();
     args.extend(["--backend", "dpdk", "-p", &port, "--eal", &server_eal]);
-    let mut server = Proc::spawn(&args, &sp);
+    let (mut server, _sd) = perf(&args, &sp);
     let client_eal = eal(&cp, "client", &socket);
-    let json = std::env::temp_dir().join(format!("{}.json", unique("dpdk")));
+    let json = std::env::temp_dir().join(format!("{}.json", unique("mrc-perf-dpdk")));
     let json_s = json.to_str().unwrap().to_owned();
     let mut args: Vec<&str> = common.to_vec();
     args.extend([
@@ -183,7 +105,7 @@ fn server_and_client_over_memif_move_and_check_every_byte() {
         "--out_json_file",
         &json_s,
     ]);
-    let mut client = Proc::spawn(&args, &cp);
+    let (mut client, _cd) = perf(&args, &cp);
     let c = client.finish(Duration::from_mins(4));
     let s = server.finish(Duration::from_mins(1));
     let ((cout, cerr), (sout, serr)) = (text(&c), text(&s));
@@ -221,9 +143,9 @@ fn server_and_client_over_memif_move_and_check_every_byte() {
 fn the_exchange_refuses_mismatched_parameters_and_an_absent_server() {
     let _one = serial();
     let port = free_port().to_string();
-    let (sp, cp) = (unique("ms"), unique("mc"));
+    let (sp, cp) = (unique("mrc-perf-ms"), unique("mrc-perf-mc"));
     let eal_s = "--no-huge --vdev=net_null0";
-    let mut server = Proc::spawn(
+    let (mut server, _sd) = perf(
         &[
             "write_bw",
             "-n",
@@ -237,7 +159,7 @@ fn the_exchange_refuses_mismatched_parameters_and_an_absent_server() {
         ],
         &sp,
     );
-    let mut client = Proc::spawn(
+    let (mut client, _cd) = perf(
         &[
             "write_bw",
             "127.0.0.1",
@@ -267,7 +189,7 @@ fn the_exchange_refuses_mismatched_parameters_and_an_absent_server() {
     assert!(serr.contains("mismatched parameters"), "{serr}");
 
     let nobody = free_port().to_string();
-    let mut lone = Proc::spawn(
+    let (mut lone, _ld) = perf(
         &[
             "write_bw",
             "127.0.0.1",
@@ -278,7 +200,7 @@ fn the_exchange_refuses_mismatched_parameters_and_an_absent_server() {
             "--eal",
             eal_s,
         ],
-        &unique("lone"),
+        &unique("mrc-perf-lone"),
     );
     let l = lone.finish(Duration::from_mins(1));
     let (_, lerr) = text(&l);

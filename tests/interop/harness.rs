@@ -6,40 +6,12 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use mrc_tests::{DpdkRuntimeDirs, Proc, text};
 use serde_json::Value;
 
-pub fn require_all() -> bool {
-    std::env::var("MRC_REQUIRE_ALL").as_deref() == Ok("1")
-}
-
-/// Skip with a message, or fail under `MRC_REQUIRE_ALL=1`.
-pub fn skip(test: &str, why: &str) {
-    assert!(
-        !require_all(),
-        "{test}: MRC_REQUIRE_ALL=1 but {why} (scripts/install-deps.sh installs the tools)"
-    );
-    eprintln!("SKIP {test}: {why}");
-}
-
-/// `true` if `cmd args` runs and succeeds.
-pub fn runs(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// A name no other run uses (namespace prefixes, DPDK file prefixes).
-pub fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("{tag}{}x{}", std::process::id(), nanos % 10_000)
-}
+pub use mrc_tests::{runs, skip, unique};
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
@@ -217,9 +189,9 @@ pub fn delta(
 /// runtime directory removed.
 #[derive(Debug)]
 pub struct Perf {
-    child: Option<Child>,
-    file_prefix: String,
+    proc: Proc,
     pub json: PathBuf,
+    _dirs: DpdkRuntimeDirs,
 }
 
 /// The EAL arguments of a host's two af_packet ports (one per plane) on its veths `p0`, `p1`.
@@ -251,68 +223,41 @@ impl Perf {
         file_prefix: &str,
         json: PathBuf,
     ) -> Self {
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .arg(&tools.mrc_perf)
-            .args(args)
-            .arg("--out_json_file")
-            .arg(&json)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("mrc-perf starts");
+        let proc = Proc::spawn(
+            Command::new("ip")
+                .args(["netns", "exec", ns])
+                .arg(&tools.mrc_perf)
+                .args(args)
+                .arg("--out_json_file")
+                .arg(&json),
+            &format!("mrc-perf in {ns}"),
+        );
         Self {
-            child: Some(child),
-            file_prefix: file_prefix.to_owned(),
+            proc,
             json,
+            _dirs: DpdkRuntimeDirs(file_prefix.to_owned()),
         }
     }
 
     /// Waits (at most `limit`) for the exit; panics with the output unless it succeeded. The
     /// JSON report it wrote.
     pub fn finish(&mut self, limit: Duration, what: &str) -> (Output, Value) {
-        let deadline = Instant::now() + limit;
-        let child = self.child.as_mut().expect("running");
-        while child.try_wait().expect("wait").is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let out = self.child.take().expect("running").wait_with_output();
-                panic!("{what}: mrc-perf did not finish in {limit:?}: {out:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let out = self
-            .child
-            .take()
-            .expect("running")
-            .wait_with_output()
-            .expect("output");
-        let (so, se) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
+        let out = self.proc.finish(limit);
+        let (so, se) = text(&out);
         assert!(out.status.success(), "{what}: {}\n{so}\n{se}", out.status);
-        let text = std::fs::read_to_string(&self.json)
+        let doc = std::fs::read_to_string(&self.json)
             .unwrap_or_else(|e| panic!("{what}: no JSON report: {e}\n{so}\n{se}"));
         let _ = std::fs::remove_file(&self.json);
         (
             out,
-            serde_json::from_str(&text).expect("the JSON report parses"),
+            serde_json::from_str(&doc).expect("the JSON report parses"),
         )
     }
 }
 
 impl Drop for Perf {
     fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
         let _ = std::fs::remove_file(&self.json);
-        let dir = Path::new("/var/run/dpdk").join(&self.file_prefix);
-        if !self.file_prefix.is_empty() && dir.exists() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
     }
 }
 

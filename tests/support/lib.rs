@@ -1,1 +1,129 @@
-//! Shared helpers for the cross-crate integration tests.
+//! Shared helpers for the cross-crate integration tests: what a test that drives other
+//! processes needs (prerequisites that skip or fail, unique names, free ports, a child
+//! process killed if the test ends first, DPDK runtime directories removed).
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `MRC_REQUIRE_ALL=1` (root under `scripts/test.sh`): a missing prerequisite fails.
+pub fn require_all() -> bool {
+    std::env::var("MRC_REQUIRE_ALL").as_deref() == Ok("1")
+}
+
+/// Skip `test` with a message, or fail under `MRC_REQUIRE_ALL=1`.
+pub fn skip(test: &str, why: &str) {
+    assert!(
+        !require_all(),
+        "{test}: MRC_REQUIRE_ALL=1 but {why} (scripts/install-deps.sh installs the tools)"
+    );
+    eprintln!("SKIP {test}: {why}");
+}
+
+/// `true` if `cmd args` runs and succeeds.
+pub fn runs(cmd: &str, args: &[&str]) -> bool {
+    Command::new(cmd)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A name no other run uses (namespace prefixes, DPDK file prefixes, memif sockets).
+pub fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{tag}{}x{}", std::process::id(), nanos % 1_000_000)
+}
+
+/// A TCP port free right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A child process, killed (and reaped) if it is still running when dropped.
+#[derive(Debug)]
+pub struct Proc {
+    child: Option<Child>,
+    what: String,
+}
+
+impl Proc {
+    /// Starts `cmd` with its stdout and stderr captured.
+    pub fn spawn(cmd: &mut Command, what: &str) -> Self {
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        Self {
+            child: Some(child),
+            what: what.to_owned(),
+        }
+    }
+
+    /// Waits at most `limit` for the exit (else kills it and panics with what it printed).
+    pub fn finish(&mut self, limit: Duration) -> Output {
+        let deadline = Instant::now() + limit;
+        let child = self.child.as_mut().expect("running");
+        while child.try_wait().expect("wait").is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let out = self.child.take().expect("running").wait_with_output();
+                panic!("{}: did not finish in {limit:?}: {out:?}", self.what);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child
+            .take()
+            .expect("running")
+            .wait_with_output()
+            .expect("output")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// stdout then stderr of an output, as text.
+pub fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Removes, when dropped, the DPDK runtime directories (`/var/run/dpdk/<prefix>*`, and under
+/// `$XDG_RUNTIME_DIR/dpdk` for a user) of the EAL file prefixes starting with `prefix`.
+#[derive(Debug)]
+pub struct DpdkRuntimeDirs(pub String);
+
+impl Drop for DpdkRuntimeDirs {
+    fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let user = std::env::var("XDG_RUNTIME_DIR").map(|d| format!("{d}/dpdk"));
+        for base in std::iter::once("/var/run/dpdk".to_owned()).chain(user) {
+            let Ok(dir) = std::fs::read_dir(Path::new(&base)) else {
+                continue;
+            };
+            for e in dir.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&self.0) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+    }
+}
