@@ -65,10 +65,10 @@ pub mod defaults {
     pub const PROBE_INTERVAL_MIN: Duration = Duration::from_micros(100);
     /// Probe backoff ceiling for an EV that keeps failing (brief §3.3: ~10 ms).
     pub const PROBE_INTERVAL_MAX: Duration = Duration::from_millis(10);
-    /// A peer's port reported down is tried again after this long, unless an update says it
+    /// A peer's port reported down is probed again after this long, unless an update says it
     /// is back first: updates are best effort (brief §2.12), and the one saying "up" may be
-    /// lost. If the port is still down, its EVs retire on the first losses and probes take
-    /// over, backing off to `PROBE_INTERVAL_MAX`.
+    /// lost. Its plane's EVs go out to the probes (backing off to `PROBE_INTERVAL_MAX` while
+    /// the port stays down) and carry data again once answered.
     pub const REMOTE_PORT_DOWN_HOLD: Duration = Duration::from_millis(2);
     /// SACK coalescing: at most this many data packets per SACK without another trigger.
     pub const SACK_EVERY_PACKETS: u32 = 4;

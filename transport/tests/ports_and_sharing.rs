@@ -29,19 +29,24 @@ fn post_write(n: &mut common::Net, c: &common::Conn, src: u32, rkey: u32, len: u
         .unwrap();
 }
 
-#[test]
-fn a_local_port_going_down_moves_traffic_to_the_other_planes_and_tells_the_peer() {
-    let mut n = NetBuilder {
-        planes: 4,
+/// Two hosts, `planes` planes of two 10 Gb/s paths each.
+fn ten_gig(planes: usize, seed: u64) -> common::Net {
+    NetBuilder {
+        planes,
         paths_per_plane: 2,
-        seed: 3,
+        seed,
         spec: PathSpec {
             rate_bps: 10_000_000_000,
             ..PathSpec::default()
         },
         ..NetBuilder::default()
     }
-    .build();
+    .build()
+}
+
+#[test]
+fn a_local_port_going_down_moves_traffic_to_the_other_planes_and_tells_the_peer() {
+    let mut n = ten_gig(4, 3);
     let c = connect(&mut n, 0, 1, ConnOpts::default());
     // Data both ways, so each side has packets in flight on plane 2.
     let len = 16 << 20;
@@ -187,17 +192,7 @@ fn qps_share_the_nic_round_robin_and_a_controller_per_destination() {
 
 #[test]
 fn a_lost_port_up_update_costs_the_plane_only_for_the_hold() {
-    let mut n = NetBuilder {
-        planes: 2,
-        paths_per_plane: 2,
-        seed: 6,
-        spec: PathSpec {
-            rate_bps: 10_000_000_000,
-            ..PathSpec::default()
-        },
-        ..NetBuilder::default()
-    }
-    .build();
+    let mut n = ten_gig(2, 6);
     let c = connect(&mut n, 0, 1, ConnOpts::default());
     // Host 1's port 1 goes down: host 0 hears of it.
     let t = n.now();

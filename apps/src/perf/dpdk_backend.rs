@@ -32,8 +32,8 @@ use super::backend::{
     dst_addr, fill_sources, roles, src_addr,
 };
 use super::counters::Snapshot;
-use super::dpdk_plan::{PlanEnds, connect_remote};
-use super::mem_backend::{drive, endpoint_config, host_counters, init_attr, nic_addr};
+use super::dpdk_plan::PlanEnds;
+use super::mem_backend::{connect, drive, endpoint_config, host_counters, init_attr, nic_addr};
 use super::settings::Settings;
 use mrc_transport::verbs::RemoteNic;
 
@@ -391,7 +391,7 @@ impl DpdkBackend {
             host: self.ends.as_ref().map(|e| e.peer.0),
         };
         for (mine, theirs) in qpns.iter().zip(&theirs) {
-            connect_remote(h, *mine, remote, *theirs, my_psn, peer_psn)?;
+            connect(h, *mine, remote, *theirs, my_psn, peer_psn)?;
         }
         wait_links(h)?;
         self.peer().send("READY")?;

@@ -8,9 +8,8 @@ use std::net::Ipv6Addr;
 use std::sync::Arc;
 
 use anyhow::bail;
-use mrc_nic::{NextHop, NicHandle};
+use mrc_nic::NextHop;
 use mrc_srv6::plan::{HostId, Plan};
-use mrc_transport::verbs::{QpTransition, Qpn, RemoteNic, RtrAttr, RtsAttr};
 use mrc_transport::{EndpointConfig, PathMode};
 
 use super::settings::Settings;
@@ -85,18 +84,4 @@ impl PlanEnds {
     pub fn paths_per_plane(&self) -> u32 {
         self.plan.path_count(self.me, self.peer, 0).unwrap_or(0)
     }
-}
-
-/// INIT → RTR → RTS towards `remote`.
-pub fn connect_remote(
-    handle: &NicHandle,
-    me: Qpn,
-    remote: RemoteNic,
-    peer: Qpn,
-    my_psn: u32,
-    peer_psn: u32,
-) -> anyhow::Result<()> {
-    handle.modify_qp(me, QpTransition::Rtr(RtrAttr::new(remote, peer, peer_psn)))?;
-    handle.modify_qp(me, QpTransition::Rts(RtsAttr::new(my_psn)))?;
-    Ok(())
 }

@@ -129,15 +129,11 @@ fn make_side(handle: &NicHandle, s: &Settings, size: u64, host: u32) -> anyhow::
 pub fn connect(
     handle: &NicHandle,
     me: Qpn,
-    peer_addr: Ipv6Addr,
+    remote: RemoteNic,
     peer: Qpn,
     my_psn: u32,
     peer_psn: u32,
 ) -> anyhow::Result<()> {
-    let remote = RemoteNic {
-        addr: peer_addr,
-        host: None,
-    };
     handle.modify_qp(me, QpTransition::Rtr(RtrAttr::new(remote, peer, peer_psn)))?;
     handle.modify_qp(me, QpTransition::Rts(RtsAttr::new(my_psn)))?;
     Ok(())
@@ -304,7 +300,10 @@ impl MemBackend {
             connect(
                 &sides[0].handle,
                 sides[0].qpns[i],
-                nic_addr(1),
+                RemoteNic {
+                    addr: nic_addr(1),
+                    host: None,
+                },
                 sides[1].qpns[i],
                 100,
                 200,
@@ -312,7 +311,10 @@ impl MemBackend {
             connect(
                 &sides[1].handle,
                 sides[1].qpns[i],
-                nic_addr(0),
+                RemoteNic {
+                    addr: nic_addr(0),
+                    host: None,
+                },
                 sides[0].qpns[i],
                 200,
                 100,

@@ -99,17 +99,14 @@ impl Endpoint {
             }
             Some(_) => {}
         }
-        self.with_qp(idx, |qp, ctx| {
-            qp.on_peer_port_seen(port);
-            match (f.trimmed, f.body) {
-                (Some(how), _) => qp.on_trimmed(port, &f, how, ctx),
-                (None, Some(Body::Write(w))) => qp.on_data(now, port, &f, &w, ctx),
-                (None, Some(Body::Sack { seth, cc })) => qp.on_sack(now, &seth, &cc, ctx),
-                (None, Some(Body::Nack(n))) => qp.on_nack(now, &n, ctx),
-                (None, Some(Body::Ack(a))) => qp.on_ack(&a, ctx),
-                (None, Some(Body::Probe(p))) => qp.on_probe(port, &f, &p, ctx),
-                (None, _) => ctx.drop_frame(DropReason::Unexpected),
-            }
+        self.with_qp(idx, |qp, ctx| match (f.trimmed, f.body) {
+            (Some(how), _) => qp.on_trimmed(port, &f, how, ctx),
+            (None, Some(Body::Write(w))) => qp.on_data(now, port, &f, &w, ctx),
+            (None, Some(Body::Sack { seth, cc })) => qp.on_sack(now, &seth, &cc, ctx),
+            (None, Some(Body::Nack(n))) => qp.on_nack(now, &n, ctx),
+            (None, Some(Body::Ack(a))) => qp.on_ack(&a, ctx),
+            (None, Some(Body::Probe(p))) => qp.on_probe(port, &f, &p, ctx),
+            (None, _) => ctx.drop_frame(DropReason::Unexpected),
         });
     }
 

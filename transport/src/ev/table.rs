@@ -272,13 +272,17 @@ impl EvTable {
         e.suspect_losses = 0;
     }
 
-    /// A first transmission on `id` was inferred lost from SACK holes: `true` once that makes
-    /// [`EvProfile::inferred_losses_to_retire`] in a row with no delivery between, the
-    /// evidence that retires it (the count starts over).
-    pub fn on_inferred_loss(&mut self, id: EvId) -> bool {
+    /// A packet on `id` was inferred lost from SACK holes: `true` once first transmissions
+    /// make [`EvProfile::inferred_losses_to_retire`] in a row with no delivery between, the
+    /// evidence that retires it (the count starts over). A retransmission is counted, never
+    /// evidence: its send order says little about its arrival order.
+    pub fn on_inferred_loss(&mut self, id: EvId, first_transmission: bool) -> bool {
         let needed = self.profile.inferred_losses_to_retire;
         let e = &mut self.evs[usize::from(id)];
         e.stats.inferred_losses += 1;
+        if !first_transmission {
+            return false;
+        }
         e.suspect_losses = e.suspect_losses.saturating_add(1);
         if e.suspect_losses >= needed {
             e.suspect_losses = 0;
@@ -307,8 +311,30 @@ impl EvTable {
             }
         }
         self.take_out(id, EvState::AssumedBad);
-        let ev = &mut self.evs[usize::from(id)];
-        ev.probe = ProbeState {
+        self.start_probing(id, now);
+        if let Some(b) = replacement {
+            self.activate(b);
+        }
+        Retire::Retired { replacement }
+    }
+
+    /// Every EV of `plane` still in use goes out to be probed (ASSUMED_BAD, whatever the
+    /// floor): a plane nobody vouches for carries probes, not data, until they are answered.
+    pub fn retire_plane(&mut self, plane: usize, now: Instant) {
+        for id in self.plane_range(plane) {
+            if !matches!(
+                self.evs[usize::from(id)].state,
+                EvState::AssumedBad | EvState::Denied
+            ) {
+                self.take_out(id, EvState::AssumedBad);
+                self.start_probing(id, now);
+            }
+        }
+    }
+
+    /// A retired EV's first probe is due after the minimum interval.
+    fn start_probing(&mut self, id: EvId, now: Instant) {
+        self.evs[usize::from(id)].probe = ProbeState {
             next_at: now + self.probe_min,
             interval: self.probe_min,
             successes: 0,
@@ -319,10 +345,6 @@ impl EvTable {
             self.next_probe_at
                 .map_or(now + self.probe_min, |t| t.min(now + self.probe_min)),
         );
-        if let Some(b) = replacement {
-            self.activate(b);
-        }
-        Retire::Retired { replacement }
     }
 
     /// The floor of active EVs in `plane` (`ev_min_active`, API §3.1): the profile's, but at

@@ -169,11 +169,8 @@ impl Qp {
                     p.timeouts += 1;
                 }
                 true
-            } else if e.tx_count == 1 {
-                paths.table.on_inferred_loss(e.ev)
             } else {
-                paths.table.stats_mut(e.ev).inferred_losses += 1;
-                false
+                paths.table.on_inferred_loss(e.ev, e.tx_count == 1)
             };
             if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
                 slot.ctrl.on_loss(now, req.flight.nominal(e.len));

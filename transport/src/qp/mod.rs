@@ -99,8 +99,8 @@ pub(crate) struct Qp {
     cc: Option<usize>,
     /// The peer's ports up (PORT_STATUS_UPDATE), bit i = its port i.
     pub remote_up: u32,
-    /// When a port the peer said was down is tried again (updates are best effort: the one
-    /// saying it came back may be lost; if it is still down, its EVs retire and probes wait).
+    /// When a port the peer said was down is probed again (updates are best effort: the one
+    /// saying it came back may be lost).
     remote_recheck_at: Option<Instant>,
     ctrl: VecDeque<Control>,
     ctrl_limit: usize,
@@ -448,7 +448,7 @@ impl Qp {
     }
 
     /// A PORT_STATUS_UPDATE from the peer (brief §2.12, §3.10): its ports up are `mask`. A
-    /// port newly down has its in-flight packets resent elsewhere, and is tried again after
+    /// port newly down has its in-flight packets resent elsewhere, and is probed again after
     /// `hold` unless an update says it is back first.
     pub fn on_remote_port_status(&mut self, now: Instant, mask: u32, hold: crate::time::Duration) {
         let newly_down = self.remote_up & !mask;
@@ -461,15 +461,6 @@ impl Qp {
         if newly_down != 0 {
             self.remote_recheck_at = Some(now + hold);
             self.timers_dirty = true;
-        }
-    }
-
-    /// A frame from the peer came in on local port `port`: the peer's port on that plane is up
-    /// (planes are separate networks, port p to port p), whatever the last port-status update
-    /// said; those are best effort and can be lost (brief §2.12).
-    pub fn on_peer_port_seen(&mut self, port: u8) {
-        if let Some(bit) = 1u32.checked_shl(u32::from(port)) {
-            self.remote_up |= bit;
         }
     }
 
@@ -504,7 +495,15 @@ impl Qp {
         self.paced = false;
         self.timers_dirty = true;
         if self.remote_recheck_at.is_some_and(|t| t <= now) {
+            // Its planes go back to the probes: their EVs return on answers, not on hope.
             self.remote_recheck_at = None;
+            if let Some(paths) = self.paths.as_mut() {
+                for p in 0..paths.table.planes() {
+                    if self.remote_up & (1 << p) == 0 {
+                        paths.table.retire_plane(p, now);
+                    }
+                }
+            }
             self.remote_up = u32::MAX;
         }
         if let Some(trigger) = self.resp.as_mut().and_then(|r| r.take_due_sack(now)) {
