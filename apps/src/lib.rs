@@ -4,3 +4,4 @@ pub mod coll;
 pub mod fabric;
 pub mod metrics;
 pub mod perf;
+pub mod tool;

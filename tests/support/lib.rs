@@ -127,3 +127,100 @@ impl Drop for DpdkRuntimeDirs {
         }
     }
 }
+
+/// Run `bin args` as a user would, with `RUST_BACKTRACE=1`, and assert it refuses: exit
+/// status 2, exactly one line on stderr that mentions `names` (what to change), nothing that
+/// looks like a panic or a backtrace. Returns that line.
+pub fn assert_refused(bin: &str, args: &[&str], names: &str) -> String {
+    let out = Command::new(bin)
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{bin} runs: {e}"));
+    let (stdout, stderr) = text(&out);
+    let shown = format!("{bin} {}", args.join(" "));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{shown}: exit status 2 for a refusal\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for bad in ["panicked", "stack backtrace", "RUST_BACKTRACE", "Error: "] {
+        assert!(
+            !stderr.contains(bad),
+            "{shown}: {bad:?} on stderr:\n{stderr}"
+        );
+    }
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{shown}: one line on stderr, got:\n{stderr}"
+    );
+    assert!(
+        lines[0].contains(names),
+        "{shown}: the refusal names {names:?}: {}",
+        lines[0]
+    );
+    lines[0].to_owned()
+}
+
+/// Run `bin args | head -1` (through `sh`, with `RUST_BACKTRACE=1`) and assert the tool
+/// neither panics nor complains when its reader goes away: its exit status is `0` or
+/// `expected`, its stderr free of panics. Returns the one line `head` printed.
+pub fn assert_head_one(bin: &str, args: &[&str], expected: i32) -> String {
+    let quoted: Vec<String> = std::iter::once(bin)
+        .chain(args.iter().copied())
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect();
+    let script = format!(
+        "set -o pipefail; {} 2>\"$ERR\" | head -1; echo \"status ${{PIPESTATUS[0]}}\"",
+        quoted.join(" ")
+    );
+    let err = std::env::temp_dir().join(unique("head-err"));
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .env("RUST_BACKTRACE", "1")
+        .env("ERR", &err)
+        .output()
+        .expect("bash runs");
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    let _ = std::fs::remove_file(&err);
+    let (stdout, _) = text(&out);
+    let shown = format!("{bin} {} | head -1", args.join(" "));
+    for bad in ["panicked", "stack backtrace", "Broken pipe", "broken pipe"] {
+        assert!(
+            !stderr.contains(bad),
+            "{shown}: {bad:?} on stderr:\n{stderr}"
+        );
+    }
+    let mut lines = stdout.lines();
+    let first = lines.next().unwrap_or_default().to_owned();
+    let status = lines.next().unwrap_or_default();
+    assert!(
+        status == "status 0" || status == format!("status {expected}"),
+        "{shown}: {status} (stderr:\n{stderr})"
+    );
+    first
+}
+
+/// Run `bin args >/dev/full` and assert one line on stderr about stdout, exit status 2, no
+/// panic.
+pub fn assert_full_stdout(bin: &str, args: &[&str]) {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let out = Command::new(bin)
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .stdout(full)
+        .output()
+        .expect("runs");
+    let (_, stderr) = text(&out);
+    let shown = format!("{bin} {} >/dev/full", args.join(" "));
+    assert_eq!(out.status.code(), Some(2), "{shown}: exit 2\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{shown}: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("stdout")).collect();
+    assert_eq!(lines.len(), 1, "{shown}: one line about stdout:\n{stderr}");
+}

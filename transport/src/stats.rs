@@ -28,8 +28,10 @@ pub struct EvStats {
     pub probes_sent: u64,
     pub probes_ok: u64,
     pub probes_failed: u64,
-    /// Smoothed RTT of SACKs echoing this EV, nanoseconds (0 before any).
+    /// Smoothed RTT of this path, nanoseconds (0 before any sample).
     pub srtt_ns: u64,
+    /// RTT samples taken on this path.
+    pub rtt_samples: u64,
 }
 
 /// Retransmissions by cause.

@@ -496,3 +496,45 @@ fn same_seed_same_run_down_to_every_event() {
     assert_eq!(a, b, "same seed, same inputs: same run");
     assert_ne!(a.0, c.0, "another seed takes other paths and losses");
 }
+
+#[test]
+fn every_path_that_carries_data_measures_its_own_rtt() {
+    // Paths of different lengths (forward 3, 6, 9, 12 µs; 2 µs back), a 4 MiB Write sprayed
+    // over all 8: SACKs name one packet each, but every path they acknowledge packets of must
+    // learn its own RTT (brief §3.6, §3.7: it floors that path's loss inference and timeout).
+    let mut n = net(2, 4, PathSpec::default(), 21);
+    for plane in 0..2 {
+        for path in 0..4 {
+            n.set_forward_latency(plane, path, Duration::from_micros(3 * (path as u64 + 1)));
+        }
+    }
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    write_and_check(&mut n, &c, 4 << 20, None, 21);
+    let evs = n.ep(0).ev_stats(c.qp_a);
+    let mut by_path = [[0u64; 4]; 2];
+    for e in evs.iter().filter(|e| e.stats.packets > 0) {
+        let path = usize::from(e.path.unwrap().outer_da.segments()[3]);
+        let rtt_ns = (3 * (path as u64 + 1) + 2) * 1000;
+        assert!(
+            e.stats.rtt_samples * 8 >= e.stats.packets,
+            "EV {} (plane {} path {path}) carried {} packets, {} RTT samples",
+            e.id,
+            e.plane,
+            e.stats.packets,
+            e.stats.rtt_samples
+        );
+        assert!(
+            e.stats.srtt_ns >= rtt_ns && e.stats.srtt_ns < rtt_ns + 3000,
+            "EV {} on path {path} (round trip {rtt_ns} ns): srtt {} ns",
+            e.id,
+            e.stats.srtt_ns
+        );
+        by_path[usize::from(e.plane)][path] = e.stats.srtt_ns;
+    }
+    for plane in by_path {
+        assert!(
+            plane.windows(2).all(|w| w[0] < w[1]),
+            "longer paths, longer RTTs: {plane:?}"
+        );
+    }
+}

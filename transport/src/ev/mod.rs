@@ -21,6 +21,7 @@ pub use table::{EvChange, EvTable, Retire};
 
 use core::fmt;
 
+use crate::reliability::RttEstimator;
 use crate::stats::EvStats;
 use crate::time::{Duration, Instant};
 
@@ -115,5 +116,11 @@ pub struct Ev {
     /// First transmissions inferred lost in a row since the last delivery of anything sent on
     /// it (brief §3.6: a hole may be reordering; §3.7: silence is failure).
     pub suspect_losses: u8,
+    /// This path's round-trip time (brief §3.6, §3.7: the floor of its loss inference and of
+    /// its per-packet timeout), sampled from every SACK that acknowledges packets sent on it.
+    pub rtt: RttEstimator,
+    /// Send time of the most recently sent first transmission on this EV that the SACK being
+    /// merged acknowledges: its RTT sample, taken once the SACK is merged.
+    pub rtt_pending: Option<Instant>,
     pub stats: EvStats,
 }

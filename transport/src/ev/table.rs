@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use super::{Ev, EvId, EvKind, EvRole, EvState, PathSource, ProbeState};
 use crate::config::{EvProfile, TimerConfig};
+use crate::reliability::RttEstimator;
 use crate::rng::Rng;
 use crate::stats::EvStats;
 use crate::time::{Duration, Instant};
@@ -58,6 +59,8 @@ pub struct EvTable {
     reverse: Vec<Option<EvId>>,
     changes: VecDeque<EvChange>,
     changes_dropped: u64,
+    /// EVs with an RTT sample pending from the SACK being merged.
+    rtt_touched: Vec<EvId>,
 }
 
 impl EvTable {
@@ -142,6 +145,7 @@ impl EvTable {
             probe_max: timers.probe_interval_max,
             changes: VecDeque::with_capacity(MAX_CHANGES),
             changes_dropped: 0,
+            rtt_touched: Vec::new(),
         };
         t.assign_roles();
         t
@@ -261,15 +265,64 @@ impl EvTable {
     /// The smoothed RTT of `id`'s path (zero before its first sample).
     #[inline]
     pub fn path_srtt(&self, id: EvId) -> Duration {
-        Duration(self.evs.get(usize::from(id)).map_or(0, |e| e.stats.srtt_ns))
+        self.evs
+            .get(usize::from(id))
+            .map_or(Duration::ZERO, |e| e.rtt.srtt())
     }
 
-    /// A packet sent on `id` was delivered: the path works, whatever was inferred before.
+    /// A packet sent on `id` at `sent_at` was delivered: the path works, whatever was inferred
+    /// before. A first transmission (`sample`) is an RTT sample of the path, unambiguous by
+    /// Karn's rule; of those a SACK acknowledges, the most recently sent one waits in
+    /// `rtt_pending` for [`Self::take_rtt_samples`] (the least inflated by SACK coalescing and
+    /// by holes that held the cumulative ACK back: RACK's choice, RFC 8985 §6.2).
     #[inline]
-    pub fn on_delivered(&mut self, id: EvId) {
+    pub fn on_delivered(&mut self, id: EvId, sent_at: Instant, sample: bool) {
         let e = &mut self.evs[usize::from(id)];
         e.stats.delivered += 1;
         e.suspect_losses = 0;
+        if sample {
+            match e.rtt_pending {
+                None => {
+                    e.rtt_pending = Some(sent_at);
+                    self.rtt_touched.push(id);
+                }
+                Some(t) if t < sent_at => e.rtt_pending = Some(sent_at),
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// Fold the samples [`Self::on_delivered`] collected from one SACK into each path's RTT
+    /// (one per EV per SACK). `exact` is a sample of one EV measured better (the SACK's echoed
+    /// TSETH timestamp): it replaces that EV's. Samples of `max` or more are discarded.
+    pub fn take_rtt_samples(
+        &mut self,
+        now: Instant,
+        exact: Option<(EvId, Duration)>,
+        max: Duration,
+    ) {
+        if let Some((id, _)) = exact
+            && let Some(e) = self.evs.get_mut(usize::from(id))
+            && e.rtt_pending.replace(now).is_none()
+        {
+            // Marked as sampled (the exact value is taken below).
+            self.rtt_touched.push(id);
+        }
+        for id in self.rtt_touched.drain(..) {
+            let e = &mut self.evs[usize::from(id)];
+            let Some(sent_at) = e.rtt_pending.take() else {
+                continue;
+            };
+            let sample = match exact {
+                Some((x, rtt)) if x == id => rtt,
+                _ => now.saturating_since(sent_at),
+            };
+            if sample < max {
+                e.rtt.update(sample);
+                e.stats.srtt_ns = e.rtt.srtt().as_nanos();
+                e.stats.rtt_samples += 1;
+            }
+        }
     }
 
     /// A packet on `id` was inferred lost from SACK holes: `true` once first transmissions
@@ -472,6 +525,8 @@ impl EvTable {
             }
             if self.kind == EvKind::Ecmp {
                 e.entropy = ecmp_entropy(self.order, id, rng);
+                // A new hash is a new path: its RTT is learnt again.
+                e.rtt = RttEstimator::new(Duration::ZERO);
             }
             if e.state == EvState::AssumedBad {
                 let plane = e.plane;
@@ -574,6 +629,8 @@ fn new_ev(plane: u8, entropy: u32, path: Option<super::SrPath>) -> Ev {
             outstanding: None,
         },
         suspect_losses: 0,
+        rtt: RttEstimator::new(Duration::ZERO),
+        rtt_pending: None,
         stats: EvStats::default(),
     }
 }

@@ -62,7 +62,7 @@ impl Qp {
             table, selector, ..
         } = paths;
         let outcome = req.flight.on_sack(cack, base, bitmap, &mut |_, e| {
-            table.on_delivered(e.ev);
+            table.on_delivered(e.ev, e.sent_at, e.tx_count == 1);
             selector.on_delivered(e.ev, !(ecn && Some(e.ev) == echoed));
         });
 
@@ -80,15 +80,12 @@ impl Qp {
                 record_rtt(&mut self.stats, &req.rtt);
             }
         }
+        // Every path this SACK acknowledges packets of gets a sample (brief §3.6, §3.7: each
+        // EV's RTT floors its own loss inference and timeout), the echoed one the exact one.
+        let exact = echoed.zip(rtt);
+        paths.table.take_rtt_samples(now, exact, MAX_RTT_SAMPLE);
         if let Some(ev) = echoed {
             let s = paths.table.stats_mut(ev);
-            if let Some(r) = rtt {
-                s.srtt_ns = if s.srtt_ns == 0 {
-                    r.as_nanos()
-                } else {
-                    (7 * s.srtt_ns + r.as_nanos()) / 8
-                };
-            }
             match seth.verdict {
                 MultipathVerdict::SkipOnce => {
                     s.ecn += 1;

@@ -388,6 +388,19 @@ impl Net {
         }
     }
 
+    /// Path `(plane, path)`'s one-way latency, forward (from the lower host to the higher)
+    /// on every link.
+    pub fn set_forward_latency(&mut self, plane: usize, path: usize, latency: Duration) {
+        let ids: Vec<_> = self
+            .links
+            .iter()
+            .map(|(_, _, l)| l.forward[plane][path])
+            .collect();
+        for id in ids {
+            self.h.path_model_mut(id).latency = latency;
+        }
+    }
+
     /// ECMP mode: from the next frame on, switches hash differently (a remap).
     pub fn remap(&mut self) {
         self.remapped.store(true, Ordering::Relaxed);
