@@ -11,32 +11,32 @@
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
 use mrc_apps::perf::{self, cli::Args};
+use mrc_apps::tool;
+
+const TOOL: &str = "mrc-perf";
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = match tool::parse_args(TOOL) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
     let settings = match args.settings() {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("mrc-perf: {e:#}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return tool::fail(TOOL, &mrc_apps::usage!("{}", tool::one_line(&e)), 2),
     };
-    match perf::run(&settings) {
+    let code = match perf::run(&settings) {
         Ok(out) if out.ok() => ExitCode::SUCCESS,
         Ok(out) => {
             if let Some(e) = &out.error {
-                eprintln!("mrc-perf: {e}");
+                eprintln!("{TOOL}: {e}");
             }
-            if out.check.is_some_and(|c| c.bytes_wrong > 0) {
-                eprintln!("mrc-perf: data check failed");
+            if let Some(c) = out.check.as_ref().filter(|c| c.bytes_wrong > 0) {
+                eprintln!("{TOOL}: data check failed: {}", c.summary());
             }
-            ExitCode::from(1)
+            ExitCode::from(tool::EXIT_FAILED)
         }
-        Err(e) => {
-            eprintln!("mrc-perf: {e:#}");
-            ExitCode::from(1)
-        }
-    }
+        Err(e) => tool::fail(TOOL, &e, tool::EXIT_FAILED),
+    };
+    tool::finish(TOOL, code)
 }

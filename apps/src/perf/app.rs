@@ -19,6 +19,7 @@ use mrc_transport::verbs::{
 };
 use mrc_transport::{Duration, Instant};
 
+use super::check::message_bytes;
 use super::pace::Pacer;
 use super::settings::{Pattern, TestKind};
 
@@ -40,6 +41,12 @@ pub struct QpWiring {
     /// The peer's destination buffer.
     pub remote_addr: u64,
     pub rkey: u32,
+    /// Message `k` uses source and destination slot `k % slots` (each `size` bytes on from
+    /// `local_addr` and `remote_addr`); one without `--check`.
+    pub slots: u32,
+    /// `--check`: this host's number in the patterns; each message's own bytes are written
+    /// into its source slot before it is posted ([`check`](super::check)).
+    pub pattern_host: Option<u32>,
 }
 
 /// What every host's application is told.
@@ -110,6 +117,8 @@ pub struct PerfApp {
     error: Option<String>,
     /// The duration is over (seen by a callback at or after the deadline).
     stopped: bool,
+    /// `--check`: the bytes of the message being posted.
+    scratch: Vec<u8>,
 }
 
 impl PerfApp {
@@ -137,6 +146,7 @@ impl PerfApp {
             wake: None,
             error: None,
             stopped: false,
+            scratch: Vec::new(),
         }
     }
 
@@ -181,12 +191,22 @@ impl PerfApp {
         signaled: bool,
         verbs: &mut dyn Verbs,
     ) -> bool {
+        let size = self.params.size;
         let q = &mut self.qps[i];
         let k = q.rec.posted;
         let w = q.wiring;
+        let slot_offset = (k % u64::from(w.slots.max(1))) * size;
+        if let Some(host) = w.pattern_host {
+            message_bytes(host, i as u32, k, size, &mut self.scratch);
+            if let Err(e) = verbs.mr_write(w.lkey, w.local_addr + slot_offset, &self.scratch) {
+                self.fail(format!("writing message {k}'s bytes on QP {}: {e}", w.qpn));
+                return false;
+            }
+        }
+        let q = &mut self.qps[i];
         let sge = [Sge {
-            addr: w.local_addr,
-            length: self.params.size as u32,
+            addr: w.local_addr + slot_offset,
+            length: size as u32,
             lkey: w.lkey,
         }];
         let wr = SendWr {
@@ -197,7 +217,7 @@ impl PerfApp {
                 SendOpcode::Write
             },
             sg_list: &sge,
-            remote_addr: w.remote_addr,
+            remote_addr: w.remote_addr + slot_offset,
             rkey: w.rkey,
             signaled,
         };

@@ -4,7 +4,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use mrc_transport::verbs::Memory;
+
 use super::app::{AppParams, PerfApp, QpRecord, lock};
+use super::check::{CheckedMemory, Layout, SharedDest, lock_dest};
 use super::counters::Snapshot;
 use super::settings::{Settings, TestKind};
 use crate::metrics::Exporter;
@@ -35,11 +38,44 @@ pub struct FabricInfo {
     pub exchange: &'static str,
 }
 
-/// Result of checking the destination buffers (`--check`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+/// Result of `--check`: every message verified where it landed ([`check`](super::check)).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CheckResult {
     pub bytes_checked: u64,
     pub bytes_wrong: u64,
+    pub messages_checked: u64,
+    pub messages_wrong: u64,
+    /// The first thing found wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+}
+
+impl CheckResult {
+    /// Fold in another host's (or size's) result.
+    pub fn add(&mut self, o: &CheckResult, first_error: Option<&str>) {
+        self.bytes_checked += o.bytes_checked;
+        self.bytes_wrong += o.bytes_wrong;
+        self.messages_checked += o.messages_checked;
+        self.messages_wrong += o.messages_wrong;
+        if self.first_error.is_none() {
+            self.first_error = first_error
+                .map(str::to_owned)
+                .or_else(|| o.first_error.clone());
+        }
+    }
+
+    /// One line: what was verified and the first thing wrong.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "{} of {} messages wrong ({} of {} bytes)",
+            self.messages_wrong, self.messages_checked, self.bytes_wrong, self.bytes_checked
+        );
+        if let Some(e) = &self.first_error {
+            s.push_str("; first: ");
+            s.push_str(e);
+        }
+        s
+    }
 }
 
 /// What one message size produced.
@@ -63,6 +99,9 @@ pub struct Hooks {
     pub live: bool,
     /// Publish counters here.
     pub metrics: Option<Arc<Exporter>>,
+    /// Interpose on each host's registered memory (tests: a fault between the engine and
+    /// the memory, which `--check` must catch). Simulator backend only.
+    pub memory: Option<fn(Box<dyn Memory>) -> Box<dyn Memory>>,
 }
 
 /// The messages completed in one reporting period (`--run_infinitely`).
@@ -102,46 +141,63 @@ pub const fn roles(test: TestKind, bidirectional: bool) -> (bool, bool, bool, bo
     }
 }
 
-/// Buffer layout of every host: QP `i` sends from `BASE + i·size` and writes into the peer's
-/// `BASE + (qps + i)·size`.
+/// Where every host's buffers start (the same on every host).
 pub const BUFFER_IOVA: u64 = 0x1000_0000;
 
-/// The source buffer of QP `i`.
-pub const fn src_addr(i: u32, size: u64) -> u64 {
-    BUFFER_IOVA + i as u64 * size
-}
-
-/// The destination buffer of QP `i`.
-pub const fn dst_addr(i: u32, qps: u32, size: u64) -> u64 {
-    BUFFER_IOVA + (qps + i) as u64 * size
-}
-
-/// Bytes each host registers.
-pub fn buffer_len(qps: u32, size: u64) -> usize {
-    (2 * u64::from(qps) * size).max(64) as usize
-}
-
-/// The `--check` pattern of host `host`'s QP `i`.
-pub fn pattern_salt(host: u32, i: u32) -> u64 {
-    (u64::from(host) << 32 | u64::from(i)).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
-}
-
-/// Fill the source buffers of a host for `--check`.
-pub fn fill_sources(buf: &mut [u8], host: u32, qps: u32, size: u64) {
-    for i in 0..qps {
-        let a = (src_addr(i, size) - BUFFER_IOVA) as usize;
-        mrc_sim::memory::fill_pattern(pattern_salt(host, i), 0, &mut buf[a..a + size as usize]);
+/// The buffer layout of a run of `size`-byte messages: one source and one destination slot
+/// per QP, or under `--check` one per outstanding message (see [`check`](super::check)).
+pub fn layout(s: &Settings, size: u64) -> Layout {
+    Layout {
+        qps: s.qps,
+        slots: if s.check { s.tx_depth.max(1) } else { 1 },
+        size,
     }
 }
 
-/// Compare a destination buffer with the pattern its sender filled.
-pub fn check_dest(dst: &[u8], sender: u32, i: u32) -> CheckResult {
-    let mut want = vec![0; dst.len()];
-    mrc_sim::memory::fill_pattern(pattern_salt(sender, i), 0, &mut want);
-    CheckResult {
-        bytes_checked: dst.len() as u64,
-        bytes_wrong: dst.iter().zip(&want).filter(|(a, b)| a != b).count() as u64,
+/// A host's memory: a plain buffer, or under `--check` one that checks every byte its peer
+/// (host `peer`, as the patterns name it) places, with the check's state.
+pub fn host_memory(s: &Settings, size: u64, peer: u32) -> (Box<dyn Memory>, Option<SharedDest>) {
+    let l = layout(s, size);
+    if s.check {
+        let (mem, dest) = CheckedMemory::new(l, peer);
+        (Box::new(mem), Some(dest))
+    } else {
+        (Box::new(vec![0u8; l.len() as usize]), None)
     }
+}
+
+/// The messages of each QP known complete in the direction `sender` → `receiver`: the
+/// sender's completions (bandwidth tests) or the receiver's receive completions.
+pub fn delivered(test: TestKind, sender: &[QpRecord], receiver: &[QpRecord]) -> Vec<u64> {
+    sender
+        .iter()
+        .zip(receiver)
+        .map(|(s, r)| {
+            if test.is_bw() {
+                s.completed.max(r.received)
+            } else {
+                r.received
+            }
+        })
+        .collect()
+}
+
+/// Close the checks of a run: each direction's destination (`dests[h]`: what host `h`
+/// received) against what its sender completed.
+pub fn finish_checks(
+    test: TestKind,
+    records: &[Vec<QpRecord>],
+    dests: &[Option<SharedDest>],
+) -> Option<CheckResult> {
+    let mut total: Option<CheckResult> = None;
+    for (h, dest) in dests.iter().enumerate() {
+        let Some(dest) = dest else { continue };
+        let peer = 1 - h;
+        let done = delivered(test, &records[peer], &records[h]);
+        let r = lock_dest(dest).finish(&done);
+        total.get_or_insert_default().add(&r.result(), None);
+    }
+    total
 }
 
 /// `--run_infinitely`: one result line per period.
@@ -182,32 +238,5 @@ impl Periods {
         if report.period_ns > 0 {
             super::report::print_period(s, &report);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn layout_and_patterns() {
-        let (qps, size) = (3, 100);
-        let mut buf = vec![0; buffer_len(qps, size)];
-        fill_sources(&mut buf, 7, qps, size);
-        let src = |i: u32| {
-            let a = (src_addr(i, size) - BUFFER_IOVA) as usize;
-            buf[a..a + size as usize].to_vec()
-        };
-        assert_eq!(check_dest(&src(2), 7, 2).bytes_wrong, 0);
-        assert!(
-            check_dest(&src(2), 7, 1).bytes_wrong > 50,
-            "QPs carry different bytes"
-        );
-        assert_eq!(dst_addr(0, qps, size), src_addr(3, size));
-        assert!(
-            buf[(dst_addr(0, qps, size) - BUFFER_IOVA) as usize..]
-                .iter()
-                .all(|&b| b == 0)
-        );
     }
 }

@@ -28,8 +28,8 @@ use serde_json::{Value, json};
 
 use super::app::{PerfApp, QpRecord, QpWiring, lock};
 use super::backend::{
-    BUFFER_IOVA, CheckResult, FabricInfo, Hooks, SizeOutcome, app_params, buffer_len, check_dest,
-    dst_addr, fill_sources, roles, src_addr,
+    BUFFER_IOVA, FabricInfo, Hooks, SizeOutcome, app_params, finish_checks, host_memory, layout,
+    roles,
 };
 use super::counters::Snapshot;
 use super::dpdk_plan::PlanEnds;
@@ -348,17 +348,16 @@ impl DpdkBackend {
             h.modify_qp(q, QpTransition::Init(init_attr(&s)))?;
             qpns.push(q);
         }
-        let mut buf = vec![0u8; buffer_len(s.qps, size)];
-        if s.check {
-            fill_sources(&mut buf, u32::from(self.me), s.qps, size);
-        }
-        let region = MemoryRegion::from_slice(&buf);
-        let keys: MrKeys = h.reg_mr(
-            pd,
-            BUFFER_IOVA,
-            &region,
-            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-        )?;
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let l = layout(&s, size);
+        let (keys, dest): (MrKeys, _) = if s.check {
+            // Handed to the NIC thread: it checks every byte where the engine places it.
+            let (mem, dest) = host_memory(&s, size, 1 - u32::from(self.me));
+            (h.reg_mr_owned(pd, BUFFER_IOVA, mem, access)?, dest)
+        } else {
+            let region = MemoryRegion::from_slice(&vec![0u8; l.len() as usize]);
+            (h.reg_mr(pd, BUFFER_IOVA, &region, access)?, None)
+        };
         let my_addr = self
             .ends
             .as_ref()
@@ -409,9 +408,11 @@ impl DpdkBackend {
                 send,
                 receive,
                 lkey: keys.lkey,
-                local_addr: src_addr(i, size),
-                remote_addr: dst_addr(i, s.qps, size),
+                local_addr: l.src(i),
+                remote_addr: l.dst(i),
                 rkey,
+                slots: l.slots,
+                pattern_host: s.check.then_some(u32::from(self.me)),
             })
             .collect();
         let app = Arc::new(Mutex::new(PerfApp::new(app_params(&s, size), wiring)));
@@ -443,21 +444,6 @@ impl DpdkBackend {
         if let Some(e) = theirs["error"].as_str() {
             error.get_or_insert_with(|| format!("peer: {e}"));
         }
-        // The peer's writes are all placed once its sends completed: check and count now.
-        let check = s.check.then(|| {
-            let peer_sends = if self.me == 0 { s_send } else { c_send };
-            let mut total = CheckResult::default();
-            if peer_sends {
-                for i in 0..s.qps {
-                    let mut dst = vec![0; size as usize];
-                    region.read((dst_addr(i, s.qps, size) - BUFFER_IOVA) as usize, &mut dst);
-                    let r = check_dest(&dst, 1 - me, i);
-                    total.bytes_checked += r.bytes_checked;
-                    total.bytes_wrong += r.bytes_wrong;
-                }
-            }
-            total
-        });
         let counters = snapshot(elapsed)?;
         let peer_records: Vec<QpRecord> = theirs["records"]
             .as_array()
@@ -474,6 +460,10 @@ impl DpdkBackend {
                 vec![vec![c_send; s.qps as usize], vec![s_send; s.qps as usize]],
             )
         };
+        // What the peer completed was placed here: every message it names must be whole.
+        let mut dests = vec![None, None];
+        dests[usize::from(self.me)] = dest;
+        let check = finish_checks(s.test, &records, &dests);
         Ok(SizeOutcome {
             size,
             records,

@@ -54,7 +54,7 @@ pub fn document(
     f: &FabricInfo,
     rows: &[Row],
     snap: &Snapshot,
-    check: Option<CheckResult>,
+    check: Option<&CheckResult>,
     error: Option<&str>,
 ) -> Value {
     let planes = snap.planes();

@@ -19,9 +19,10 @@ use mrc_transport::{Duration, EndpointConfig, PathMode, PortConfig};
 
 use super::app::{PerfApp, QpWiring, SharedApp, lock};
 use super::backend::{
-    BUFFER_IOVA, CheckResult, FabricInfo, Hooks, Periods, SizeOutcome, app_params, buffer_len,
-    check_dest, dst_addr, fill_sources, roles, src_addr,
+    BUFFER_IOVA, FabricInfo, Hooks, Periods, SizeOutcome, app_params, finish_checks, host_memory,
+    layout, roles,
 };
+use super::check::SharedDest;
 use super::counters::{HostCounters, Snapshot};
 use super::live::Live;
 use super::settings::{CcChoice, Settings};
@@ -68,8 +69,9 @@ struct Side {
     handle: NicHandle,
     cq: CqHandle,
     qpns: Vec<Qpn>,
-    region: MemoryRegion,
     keys: MrKeys,
+    /// `--check`: what this side received, checked as it landed.
+    dest: Option<SharedDest>,
 }
 
 /// QP attributes both sides must agree on.
@@ -105,23 +107,21 @@ fn make_side(handle: &NicHandle, s: &Settings, size: u64, host: u32) -> anyhow::
         handle.modify_qp(q, QpTransition::Init(init_attr(s)))?;
         qpns.push(q);
     }
-    let mut buf = vec![0u8; buffer_len(s.qps, size)];
-    if s.check {
-        fill_sources(&mut buf, host, s.qps, size);
-    }
-    let region = MemoryRegion::from_slice(&buf);
-    let keys = handle.reg_mr(
-        pd,
-        BUFFER_IOVA,
-        &region,
-        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-    )?;
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let (keys, dest) = if s.check {
+        // Handed to the NIC thread: it checks every byte where the engine places it.
+        let (mem, dest) = host_memory(s, size, 1 - host);
+        (handle.reg_mr_owned(pd, BUFFER_IOVA, mem, access)?, dest)
+    } else {
+        let region = MemoryRegion::from_slice(&vec![0u8; layout(s, size).len() as usize]);
+        (handle.reg_mr(pd, BUFFER_IOVA, &region, access)?, None)
+    };
     Ok(Side {
         handle: handle.clone(),
         cq,
         qpns,
-        region,
         keys,
+        dest,
     })
 }
 
@@ -322,6 +322,7 @@ impl MemBackend {
         }
         let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
         let params = app_params(s, size);
+        let l = layout(s, size);
         let apps: Vec<Arc<Mutex<PerfApp>>> = [(0, c_send, c_recv), (1, s_send, s_recv)]
             .into_iter()
             .map(|(me, send, receive)| {
@@ -331,9 +332,11 @@ impl MemBackend {
                         send,
                         receive,
                         lkey: sides[me].keys.lkey,
-                        local_addr: src_addr(i, size),
-                        remote_addr: dst_addr(i, s.qps, size),
+                        local_addr: l.src(i),
+                        remote_addr: l.dst(i),
                         rkey: sides[1 - me].keys.rkey,
+                        slots: l.slots,
+                        pattern_host: s.check.then_some(me as u32),
                     })
                     .collect();
                 Arc::new(Mutex::new(PerfApp::new(params, wiring)))
@@ -355,27 +358,12 @@ impl MemBackend {
         ];
         let (error, elapsed) = drive(s, size, hooks, planes, &apps, &drivers, &snapshot)?;
         let counters = snapshot(elapsed)?;
-        let check = s.check.then(|| {
-            let mut total = CheckResult::default();
-            for (sender, receiver, sends) in [(0, 1, c_send), (1, 0, s_send)] {
-                if !sends {
-                    continue;
-                }
-                for i in 0..s.qps {
-                    let mut dst = vec![0; size as usize];
-                    let off = (dst_addr(i, s.qps, size) - BUFFER_IOVA) as usize;
-                    sides[receiver].region.read(off, &mut dst);
-                    let r = check_dest(&dst, sender as u32, i);
-                    total.bytes_checked += r.bytes_checked;
-                    total.bytes_wrong += r.bytes_wrong;
-                }
-            }
-            total
-        });
-        let records = apps
+        let records: Vec<Vec<_>> = apps
             .iter()
             .map(|a| lock(a).records().cloned().collect())
             .collect();
+        let dests: Vec<_> = sides.iter().map(|x| x.dest.clone()).collect();
+        let check = finish_checks(s.test, &records, &dests);
         for nic in nics {
             nic.shutdown().context("stopping a NIC thread")?;
         }

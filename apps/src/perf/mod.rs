@@ -13,12 +13,14 @@
 
 pub mod app;
 pub mod backend;
+pub mod check;
 pub mod cli;
 pub mod counters;
 pub mod dpdk_backend;
 pub mod dpdk_plan;
 pub mod faults;
 pub mod json;
+pub mod limits;
 pub mod live;
 pub mod measure;
 pub mod mem_backend;
@@ -29,10 +31,9 @@ pub mod sim_backend;
 
 use std::sync::Arc;
 
-use anyhow::Context as _;
-
 use crate::metrics::Exporter;
 use crate::metrics::server::MetricsServer;
+use crate::{out, outln};
 use backend::{CheckResult, FabricInfo, Hooks, SizeOutcome};
 use counters::Snapshot;
 use dpdk_backend::DpdkBackend;
@@ -79,7 +80,7 @@ pub struct RunOutcome {
 impl RunOutcome {
     /// Every message completed and, with `--check`, every byte is right.
     pub fn ok(&self) -> bool {
-        self.error.is_none() && self.check.is_none_or(|c| c.bytes_wrong == 0)
+        self.error.is_none() && self.check.as_ref().is_none_or(|c| c.bytes_wrong == 0)
     }
 }
 
@@ -110,6 +111,8 @@ pub fn row_of(s: &Settings, o: &SizeOutcome) -> Row {
 
 /// Run every size, print the tables (and JSON), return what happened.
 pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
+    limits::check_memory(s, limits::memory_available())?;
+    limits::check_output(s)?;
     let mut backend = match s.backend {
         BackendKind::Sim => Backend::Sim(Box::new(SimBackend::new(s)?)),
         BackendKind::Mem => Backend::Mem(Box::new(MemBackend::new(s)?)),
@@ -121,18 +124,22 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         .map(|_| Arc::new(Exporter::new(&[("test", s.test.name())])));
     let _server = match (s.metrics, &exporter) {
         (Some(addr), Some(e)) => {
-            let srv = MetricsServer::start(addr, e.clone())
-                .with_context(|| format!("--metrics {addr}: cannot listen"))?;
+            let srv = MetricsServer::start(addr, e.clone()).map_err(|err| {
+                crate::usage!(
+                    "--metrics {addr}: cannot listen ({err}): give a free address, or port 0"
+                )
+            })?;
             eprintln!("metrics: http://{}/metrics", srv.addr());
             Some(srv)
         }
         _ => None,
     };
-    print!("{}", report::header(s, &info));
-    println!("{}", report::table_header(s));
+    out!("{}", report::header(s, &info));
+    outln!("{}", report::table_header(s));
     let hooks = Hooks {
         live: s.live_every.is_some() && !s.run_infinitely,
         metrics: exporter.clone(),
+        memory: None,
     };
     let mut out = RunOutcome {
         rows: Vec::new(),
@@ -144,50 +151,49 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         let o = backend.run_size(size, &hooks)?;
         let row = row_of(s, &o);
         match &row {
-            Row::Bw(b) => println!("{}", report::bw_row(b)),
-            Row::Lat(l) => println!("{}", report::lat_row(l, s.duration.is_some())),
+            Row::Bw(b) => outln!("{}", report::bw_row(b)),
+            Row::Lat(l) => outln!("{}", report::lat_row(l, s.duration.is_some())),
         }
         out.rows.push(row);
         out.counters.add(&o.counters);
         if let Some(e) = &exporter {
             e.publish(&out.counters);
         }
-        if let Some(c) = o.check {
-            let t = out.check.get_or_insert_default();
-            t.bytes_checked += c.bytes_checked;
-            t.bytes_wrong += c.bytes_wrong;
+        if let Some(c) = &o.check {
+            out.check.get_or_insert_default().add(c, None);
         }
         if let Some(e) = o.error {
             out.error = Some(format!("{size} bytes: {e}"));
             break;
         }
     }
-    print!("{}", report::plane_table(&out.counters));
-    print!("{}", report::ev_table(&out.counters, s.all_evs));
-    print!(
+    out!("{}", report::plane_table(&out.counters));
+    out!("{}", report::ev_table(&out.counters, s.all_evs));
+    out!(
         "{}",
         report::fault_summary(s, &info, &out.counters, out.error.is_none())
     );
     if let Some(c) = &out.check {
-        println!("{}", report::check_line(c));
+        outln!("{}", report::check_line(c));
     }
-    println!("{}", report::RULE);
+    outln!("{}", report::RULE);
     if s.out_json || s.out_json_file.is_some() {
         let doc = json::document(
             s,
             &info,
             &out.rows,
             &out.counters,
-            out.check,
+            out.check.as_ref(),
             out.error.as_deref(),
         );
         let text = serde_json::to_string_pretty(&doc)?;
         if let Some(path) = &s.out_json_file {
-            std::fs::write(path, text.clone() + "\n")
-                .with_context(|| format!("--out_json_file {}", path.display()))?;
+            std::fs::write(path, text.clone() + "\n").map_err(|e| {
+                crate::usage!("--out_json_file {}: cannot write it ({e})", path.display())
+            })?;
         }
         if s.out_json {
-            println!("{text}");
+            outln!("{text}");
         }
     }
     Ok(out)

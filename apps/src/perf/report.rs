@@ -315,17 +315,14 @@ pub fn fault_summary(s: &Settings, f: &FabricInfo, snap: &Snapshot, complete: bo
 
 /// The `--check` line.
 pub fn check_line(c: &CheckResult) -> String {
-    if c.bytes_checked == 0 {
+    if c.bytes_checked == 0 && c.bytes_wrong == 0 {
         " Data check: nothing was written to this side".to_owned()
     } else if c.bytes_wrong == 0 {
         format!(
-            " Data check: {} bytes verified, all correct",
-            c.bytes_checked
+            " Data check: {} messages ({} bytes) verified as they landed, all correct",
+            c.messages_checked, c.bytes_checked
         )
     } else {
-        format!(
-            " Data check: {} of {} bytes WRONG",
-            c.bytes_wrong, c.bytes_checked
-        )
+        format!(" Data check: WRONG: {}", c.summary())
     }
 }

@@ -17,8 +17,8 @@ use mrc_transport::{Duration, EndpointConfig, Instant};
 
 use super::app::{PerfApp, QpWiring, lock};
 use super::backend::{
-    CheckResult, FabricInfo, Hooks, Periods, SizeOutcome, app_params, buffer_len, check_dest,
-    dst_addr, fill_sources, roles, src_addr,
+    BUFFER_IOVA, FabricInfo, Hooks, Periods, SizeOutcome, app_params, finish_checks, host_memory,
+    layout, roles,
 };
 use super::counters::{HostCounters, Snapshot};
 use super::faults;
@@ -222,13 +222,17 @@ impl SimBackend {
             ..ConnOpts::default()
         };
         let mut keys = Vec::new();
-        for h in [c, v] {
-            let mut buf = vec![0u8; buffer_len(s.qps, size)];
-            if s.check {
-                fill_sources(&mut buf, h, s.qps, size);
-            }
-            keys.push(sim.register(h, super::backend::BUFFER_IOVA, Box::new(buf))?);
+        let mut dests = Vec::new();
+        for (h, peer) in [(c, v), (v, c)] {
+            let (mem, dest) = host_memory(s, size, peer);
+            let mem = match hooks.memory {
+                Some(wrap) => wrap(mem),
+                None => mem,
+            };
+            keys.push(sim.register(h, BUFFER_IOVA, mem)?);
+            dests.push(dest);
         }
+        let l = layout(s, size);
         let mut conns = Vec::new();
         for _ in 0..s.qps {
             conns.push(sim.connect(c, v, opts)?);
@@ -242,9 +246,11 @@ impl SimBackend {
                     send,
                     receive,
                     lkey: keys[me].lkey,
-                    local_addr: src_addr(i as u32, size),
-                    remote_addr: dst_addr(i as u32, s.qps, size),
+                    local_addr: l.src(i as u32),
+                    remote_addr: l.dst(i as u32),
                     rkey: keys[1 - me].rkey,
+                    slots: l.slots,
+                    pattern_host: s.check.then_some(if me == 0 { c } else { v }),
                 })
                 .collect()
         };
@@ -302,15 +308,13 @@ impl SimBackend {
                 sim.now().as_micros_f64() / 1e3
             ));
         }
-        let check = s
-            .check
-            .then(|| check_buffers(&sim, s, size, &hosts, &keys, [c_send, s_send]));
         let counters = snapshot(&sim, &hosts, &qpns);
         let sending = [c_send, s_send].map(|x| vec![x; s.qps as usize]).to_vec();
-        let records = apps
+        let records: Vec<Vec<_>> = apps
             .iter()
             .map(|a| lock(a).records().cloned().collect())
             .collect();
+        let check = finish_checks(s.test, &records, &dests);
         Ok(SizeOutcome {
             size,
             records,
@@ -391,38 +395,6 @@ fn snapshot(sim: &Sim, hosts: &[u32; 2], qpns: &[Vec<Qpn>; 2]) -> Snapshot {
     }
 }
 
-fn check_buffers(
-    sim: &Sim,
-    s: &Settings,
-    size: u64,
-    hosts: &[u32; 2],
-    keys: &[mrc_transport::verbs::MrKeys],
-    sends: [bool; 2],
-) -> CheckResult {
-    let mut total = CheckResult::default();
-    for (sender, receiver) in [(0, 1), (1, 0)] {
-        if !sends[sender] {
-            continue;
-        }
-        for i in 0..s.qps {
-            let mut dst = vec![0; size as usize];
-            let ep = sim.endpoint(hosts[receiver]);
-            if ep
-                .mr_read(keys[receiver].lkey, dst_addr(i, s.qps, size), &mut dst)
-                .is_err()
-            {
-                total.bytes_checked += size;
-                total.bytes_wrong += size;
-                continue;
-            }
-            let r = check_dest(&dst, hosts[sender], i);
-            total.bytes_checked += r.bytes_checked;
-            total.bytes_wrong += r.bytes_wrong;
-        }
-    }
-    total
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,6 +413,79 @@ mod tests {
             let name = sim.endpoint(0).cc_state(conn.a.qpn).unwrap().name;
             assert!(name.to_lowercase().contains(want), "--cc {cc}: {name}");
         }
+    }
+
+    /// Places one packet (the 40th the engine writes into the destinations) a packet further
+    /// on than the engine said: what a placement bug would do.
+    struct MisplaceOne {
+        inner: Box<dyn mrc_transport::verbs::Memory>,
+        dest_writes: u32,
+    }
+
+    impl std::fmt::Debug for MisplaceOne {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "MisplaceOne({})", self.dest_writes)
+        }
+    }
+
+    impl mrc_transport::verbs::Memory for MisplaceOne {
+        fn len(&self) -> usize {
+            self.inner.len()
+        }
+        fn read(&self, offset: usize, dst: &mut [u8]) {
+            self.inner.read(offset, dst);
+        }
+        fn write(&mut self, offset: usize, src: &[u8]) {
+            // Sources are the first half of the layout: the application's own writes.
+            if offset >= self.inner.len() / 2 {
+                self.dest_writes += 1;
+                if self.dest_writes == 40 && offset + 4096 + src.len() <= self.inner.len() {
+                    self.inner.write(offset + 4096, src);
+                    return;
+                }
+            }
+            self.inner.write(offset, src);
+        }
+    }
+
+    fn run_checked(args: &[&str], hooks: &Hooks) -> SizeOutcome {
+        use clap::Parser as _;
+        let mut v = vec!["mrc-perf", "--check", "--no-live"];
+        v.extend_from_slice(args);
+        let s = super::super::cli::Args::try_parse_from(v)
+            .unwrap()
+            .settings()
+            .unwrap();
+        let mut b = SimBackend::new(&s).unwrap();
+        b.run_size(s.sizes[0], hooks).unwrap()
+    }
+
+    #[test]
+    fn check_catches_one_misplaced_packet_in_an_early_message() {
+        let args = ["-s", "16384", "-n", "200", "-t", "8"];
+        let clean = run_checked(&args, &Hooks::default());
+        let c = clean.check.unwrap();
+        assert_eq!((c.bytes_wrong, c.messages_checked), (0, 200), "{c:?}");
+        let hooks = Hooks {
+            memory: Some(|inner| {
+                Box::new(MisplaceOne {
+                    inner,
+                    dest_writes: 0,
+                })
+            }),
+            ..Hooks::default()
+        };
+        let bad = run_checked(&args, &hooks);
+        assert!(bad.error.is_none(), "the engine saw nothing wrong");
+        let c = bad.check.unwrap();
+        // The 40th packet is in message 9 or so of 200: its slot was reused 24 times since,
+        // so the destination's final bytes alone would not show it.
+        assert_eq!(
+            c.messages_wrong, 2,
+            "the misplaced packet's message and the one it hit: {c:?}"
+        );
+        assert!(c.bytes_wrong >= 4096, "{c:?}");
+        assert!(c.first_error.unwrap().contains("message"));
     }
 
     #[test]
