@@ -123,16 +123,30 @@ where
 /// A clap error as one line: its message, then its tips in parentheses.
 fn clap_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let mut msg = None;
+    let mut msg: Option<String> = None;
     let mut tips = Vec::new();
-    for line in text.lines().map(str::trim) {
+    // The message may go on in indented lines (the arguments a "required arguments were not
+    // provided" names), up to the first blank line.
+    let mut in_msg = false;
+    for raw in text.lines() {
+        let line = raw.trim();
         if let Some(m) = line.strip_prefix("error: ") {
-            msg = Some(m);
+            msg = Some(m.to_owned());
+            in_msg = true;
         } else if let Some(t) = line.strip_prefix("tip: ") {
             tips.push(t);
+            in_msg = false;
+        } else if line.is_empty() {
+            in_msg = false;
+        } else if in_msg
+            && raw.starts_with(' ')
+            && let Some(m) = msg.as_mut()
+        {
+            m.push(' ');
+            m.push_str(line);
         }
     }
-    let msg = msg.unwrap_or_else(|| text.lines().next().unwrap_or("bad command line"));
+    let msg = msg.unwrap_or_else(|| text.lines().next().unwrap_or("bad command line").to_owned());
     if tips.is_empty() {
         format!("{msg} (see --help)")
     } else {
@@ -254,6 +268,14 @@ mod tests {
             line.contains("--all_evs") && line.contains("--all-evs"),
             "{line}"
         );
+        #[derive(Debug, clap::Parser)]
+        struct R {
+            #[arg(long)]
+            to: String,
+        }
+        let e = <R as clap::Parser>::try_parse_from(["t"]).unwrap_err();
+        let line = clap_line(&e);
+        assert!(line.contains("--to") && !line.contains('\n'), "{line}");
         let e = <T as clap::Parser>::try_parse_from(["t", "-n", "x"]).unwrap_err();
         let line = clap_line(&e);
         assert!(line.contains("'x'") && !line.contains('\n'), "{line}");

@@ -152,7 +152,10 @@ pub struct PlaneStats {
     pub trims: u64,
     pub nacks: u64,
     pub ecn: u64,
+    /// Packets sent on the plane declared lost by the per-packet timeout.
     pub timeouts: u64,
+    /// Packets sent on the plane inferred lost from SACK holes.
+    pub inferred_losses: u64,
     /// EVs of this plane moved to ASSUMED_BAD.
     pub evs_retired: u64,
     /// EVs of this plane brought back by probes.

@@ -146,6 +146,11 @@ fn fill(reg: &mut Registry, snap: &Snapshot) {
         "mrc_plane_timeouts",
         "Packets sent on the plane declared lost by the per-packet timeout",
     );
+    let p_inf = counters(
+        reg,
+        "mrc_plane_inferred_losses",
+        "Packets sent on the plane inferred lost from SACK holes",
+    );
     let p_ret = counters(
         reg,
         "mrc_plane_ev_retired",
@@ -172,6 +177,7 @@ fn fill(reg: &mut Registry, snap: &Snapshot) {
             p_nack.get_or_create(&lb).inc_by(p.nacks);
             p_ecn.get_or_create(&lb).inc_by(p.ecn);
             p_to.get_or_create(&lb).inc_by(p.timeouts);
+            p_inf.get_or_create(&lb).inc_by(p.inferred_losses);
             p_ret.get_or_create(&lb).inc_by(p.evs_retired);
             p_res.get_or_create(&lb).inc_by(p.evs_restored);
         }

@@ -64,6 +64,9 @@ pub struct AppParams {
     pub rx_depth: u32,
     pub cq_mod: u32,
     pub pattern: Pattern,
+    /// Each sending QP's share of its host's line rate, Gb/s (0: not known): what on/off load
+    /// shapes the wire with ([`Pacer`]).
+    pub line_gbps_per_qp: f64,
 }
 
 impl AppParams {
@@ -132,7 +135,8 @@ impl PerfApp {
                     qpn: wiring.qpn,
                     ..QpRecord::default()
                 },
-                pacer: Pacer::new(params.pattern, params.size, Instant::ZERO),
+                pacer: Pacer::new(params.pattern, params.size, Instant::ZERO)
+                    .with_line_rate(params.line_gbps_per_qp),
                 signalled_upto: 0,
                 ping_at: None,
                 pongs: 0,
@@ -259,7 +263,7 @@ impl PerfApp {
             if (p.counted() && k >= p.iters) || !room {
                 return;
             }
-            let at = q.pacer.release(k, now);
+            let at = self.qps[i].pacer.release(k, now);
             if at > now {
                 self.wake = Some(self.wake.map_or(at, |w| w.min(at)));
                 return;
@@ -270,6 +274,7 @@ impl PerfApp {
             if !self.post_write(i, now, imm, signaled, verbs) {
                 return;
             }
+            self.qps[i].pacer.on_posted(now);
             if record {
                 self.qps[i].rec.post_times.push(now);
             }
@@ -287,7 +292,8 @@ impl PerfApp {
         if p.counted() && q.rec.posted >= p.iters {
             return;
         }
-        let at = q.pacer.release(q.rec.posted, now);
+        let posted = q.rec.posted;
+        let at = self.qps[i].pacer.release(posted, now);
         if at > now {
             self.wake = Some(self.wake.map_or(at, |w| w.min(at)));
             return;
@@ -327,6 +333,9 @@ impl PerfApp {
             // A signalled completion covers every message before it (send queue order).
             r.completed = r.completed.max(k + 1);
             r.last_completion = Some(now);
+            let done = r.completed;
+            self.qps[i].pacer.on_completed(done, now);
+            let r = &mut self.qps[i].rec;
             if record {
                 r.completions.push((r.completed, now));
             }
@@ -361,7 +370,8 @@ impl Application for PerfApp {
         self.start = Some(now);
         self.deadline = self.params.duration.map(|d| now + d);
         for q in &mut self.qps {
-            q.pacer = Pacer::new(self.params.pattern, self.params.size, now);
+            q.pacer = Pacer::new(self.params.pattern, self.params.size, now)
+                .with_line_rate(self.params.line_gbps_per_qp);
         }
         let needs_recv = !self.params.test.is_bw() || self.params.test == TestKind::WriteImmBw;
         for i in 0..self.qps.len() {

@@ -128,6 +128,7 @@ pub fn app_params(s: &Settings, size: u64) -> AppParams {
         rx_depth: s.rx_depth,
         cq_mod: s.cq_mod,
         pattern: s.pattern,
+        line_gbps_per_qp: 0.0,
     }
 }
 

@@ -123,9 +123,10 @@ pub struct Args {
     /// Random loss: P[@TIME] on every link, or A:B=P[@TIME] on one.
     #[arg(long)]
     pub loss: Vec<String>,
-    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464) during the run.
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464, localhost:0) during
+    /// the run.
     #[arg(long)]
-    pub metrics: Option<SocketAddr>,
+    pub metrics: Option<String>,
     /// Fill the source buffers with patterns and verify the destinations at the end.
     #[arg(long)]
     pub check: bool,
@@ -141,6 +142,27 @@ pub struct Args {
     /// Seed of the simulated fabric and engines.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+}
+
+/// The finest `--live-every`: a simulated microsecond, or a real millisecond (each line
+/// reads every counter of both NICs).
+fn live_floor(b: BackendKind) -> Duration {
+    if b == BackendKind::Sim {
+        Duration::from_micros(1)
+    } else {
+        Duration::from_millis(1)
+    }
+}
+
+/// `--metrics HOST:PORT`: a socket address or a name to resolve (`localhost:0`).
+fn resolve_metrics(a: &str) -> anyhow::Result<SocketAddr> {
+    use std::net::ToSocketAddrs as _;
+    let mut addrs = a.to_socket_addrs().map_err(|e| {
+        anyhow::anyhow!("--metrics {a}: not an address ({e}): give HOST:PORT, e.g. 127.0.0.1:9464")
+    })?;
+    addrs
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("--metrics {a}: resolves to no address"))
 }
 
 /// Sizes of `-a`: 2 .. 2^23.
@@ -224,9 +246,14 @@ impl Args {
                 "-r {rx_depth} < -t {tx_depth}: every Write-with-Immediate needs a posted receive"
             );
         }
+        if self.cq_mod == 0 {
+            anyhow::bail!(
+                "-Q 0: one signalled completion every 1 or more sends (-Q 1 signals every one)"
+            );
+        }
         // perftest: the CQ moderation cannot exceed the TX depth.
         let cq_mod = if test.is_bw() {
-            self.cq_mod.clamp(1, tx_depth)
+            self.cq_mod.min(tx_depth)
         } else {
             1
         };
@@ -249,18 +276,59 @@ impl Args {
         if self.planes.is_some() && backend == BackendKind::Dpdk {
             anyhow::bail!("--planes builds a fabric (sim, mem); on real ports a plane is a port");
         }
+        if let Some(p) = self.planes
+            && !(1..=8).contains(&p)
+        {
+            anyhow::bail!("--planes {p}: 1 to 8 planes");
+        }
+        if self.evs == Some(0) {
+            anyhow::bail!("--evs 0: every QP needs at least one EV per plane");
+        }
+        if backend == BackendKind::Dpdk && self.eal.is_none() {
+            anyhow::bail!(
+                "--backend dpdk needs its ports: --eal \"... --vdev=NAME,... or -a PCI ...\", one port per plane"
+            );
+        }
+        let metrics = self.metrics.as_deref().map(resolve_metrics).transpose()?;
         let live_every = if self.no_live {
             None
         } else {
-            Some(
-                self.live_every
-                    .as_deref()
-                    .map(|d| parse_duration(d, 1e3))
-                    .transpose()
-                    .map_err(|e| anyhow::anyhow!("--live-every {e}"))?
-                    .unwrap_or(Duration::ZERO),
-            )
+            let given = self
+                .live_every
+                .as_deref()
+                .map(|d| parse_duration(d, 1e3))
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--live-every {e}"))?;
+            Some(match given {
+                None => Duration::ZERO,
+                Some(d) => {
+                    let floor = live_floor(backend);
+                    if d < floor {
+                        eprintln!(
+                            "mrc-perf: --live-every {}: one line per {} at most on this backend",
+                            self.live_every.as_deref().unwrap_or_default(),
+                            if backend == BackendKind::Sim {
+                                "1us"
+                            } else {
+                                "1ms"
+                            }
+                        );
+                    }
+                    d.max(floor)
+                }
+            })
         };
+        if backend == BackendKind::Sim
+            && let Some(d) = duration
+            && d > Duration::from_millis(100)
+        {
+            eprintln!(
+                "mrc-perf: -D {}: that much simulated time takes far longer in wall time (a \
+                 400 Gb/s fabric simulates about a millisecond per second); a bare -D is in \
+                 seconds, -D 2ms is a typical simulated run",
+                self.duration.as_deref().unwrap_or_default()
+            );
+        }
         Ok(Settings {
             test,
             backend,
@@ -288,7 +356,7 @@ impl Args {
             plan: self.plan.clone(),
             cc,
             faults: faults_given,
-            metrics: self.metrics,
+            metrics,
             check: self.check,
             live_every,
             eal: self.eal.clone(),
@@ -301,6 +369,12 @@ impl Args {
         let burst = self.burst_size.unwrap_or(1);
         if burst == 0 {
             anyhow::bail!("--burst_size must be at least 1");
+        }
+        if self.burst_size.is_some() && self.rate_limit.is_none() && self.burst_gap.is_none() {
+            anyhow::bail!(
+                "--burst_size paces bursts: give --rate_limit (perftest's rate limiter) or \
+                 --burst-gap (synchronized bursts) with it"
+            );
         }
         if let Some(r) = self.rate_limit {
             if !(r.is_finite() && r > 0.0) {

@@ -21,6 +21,7 @@ pub struct PlaneRow {
     pub nacks: u64,
     pub ecn: u64,
     pub timeouts: u64,
+    pub inferred_losses: u64,
     pub evs_retired: u64,
     pub evs_restored: u64,
     pub port_down_events: u64,
@@ -39,6 +40,7 @@ impl PlaneRow {
             nacks: s.nacks,
             ecn: s.ecn,
             timeouts: s.timeouts,
+            inferred_losses: s.inferred_losses,
             evs_retired: s.evs_retired,
             evs_restored: s.evs_restored,
             port_down_events: s.port_down_events,
@@ -46,6 +48,12 @@ impl PlaneRow {
     }
 
     /// Add another host's row of the same plane.
+    /// Packets declared lost: by the per-packet timeout and inferred from SACK holes, as
+    /// the per-EV table counts them.
+    pub const fn losses(&self) -> u64 {
+        self.timeouts + self.inferred_losses
+    }
+
     pub fn add(&mut self, o: &Self) {
         self.tx_bytes += o.tx_bytes;
         self.tx_packets += o.tx_packets;
@@ -56,6 +64,7 @@ impl PlaneRow {
         self.nacks += o.nacks;
         self.ecn += o.ecn;
         self.timeouts += o.timeouts;
+        self.inferred_losses += o.inferred_losses;
         self.evs_retired += o.evs_retired;
         self.evs_restored += o.evs_restored;
         self.port_down_events += o.port_down_events;

@@ -189,7 +189,7 @@ pub fn plane_table(snap: &Snapshot) -> String {
             r.trims,
             r.nacks,
             r.ecn,
-            r.timeouts,
+            r.losses(),
             changes[usize::from(r.plane)],
             r.evs_retired,
             r.port_down_events
@@ -207,7 +207,7 @@ pub fn plane_table(snap: &Snapshot) -> String {
         total.trims,
         total.nacks,
         total.ecn,
-        total.timeouts,
+        total.losses(),
         changes.iter().sum::<u64>(),
         total.evs_retired,
         total.port_down_events
@@ -225,7 +225,7 @@ pub fn ev_table(snap: &Snapshot, all: bool) -> String {
         if all {
             "every EV of every QP"
         } else {
-            "EVs that carried data or changed state; --all_evs for every EV"
+            "EVs that carried data or changed state; --all-evs for every EV"
         }
     );
     let _ = writeln!(

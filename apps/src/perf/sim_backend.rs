@@ -254,7 +254,10 @@ impl SimBackend {
                 })
                 .collect()
         };
-        let params = app_params(s, size);
+        let mut params = app_params(s, size);
+        let line_gbps = f64::from(self.plan.link_params(LinkTier::Host).speed_gbps)
+            * f64::from(self.plan.planes());
+        params.line_gbps_per_qp = line_gbps / f64::from(s.qps.max(1));
         let apps = [
             Arc::new(Mutex::new(PerfApp::new(params, wire(0, c_send, c_recv)))),
             Arc::new(Mutex::new(PerfApp::new(params, wire(1, s_send, s_recv)))),

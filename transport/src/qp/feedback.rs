@@ -167,6 +167,9 @@ impl Qp {
                 }
                 true
             } else {
+                if let Some(p) = ctx.plane(plane) {
+                    p.inferred_losses += 1;
+                }
                 paths.table.on_inferred_loss(e.ev, e.tx_count == 1)
             };
             if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
