@@ -7,10 +7,16 @@
 //! mrc-fabric dump capture.pcapng
 //! mrc-fabric demo [small --from h0 --to h3]
 //! ```
-//! Each subcommand lives in its own module under `mrc_apps::fabric`.
+//! Each subcommand lives in its own module under `mrc_apps::fabric`. Exit status: 0, 1 when
+//! the tool itself failed, 2 for a command line, plan, host or capture it cannot use (one line
+//! on stderr), including a capture cut short (after the records before the cut).
+
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use mrc_apps::fabric;
+use mrc_apps::{fabric, tool};
+
+const TOOL: &str = "mrc-fabric";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -35,11 +41,20 @@ enum Command {
     Demo(fabric::demo::Args),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    let cli: Cli = match tool::parse_args(TOOL) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let ran = match cli.command {
         Command::Paths(args) => fabric::paths::run(&args),
         Command::Linux(args) => fabric::linux::run(&args),
         Command::Dump(args) => fabric::dump::run(&args),
         Command::Demo(args) => fabric::demo::run(&args),
-    }
+    };
+    let code = match ran {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => tool::fail(TOOL, &e, tool::EXIT_FAILED),
+    };
+    tool::finish(TOOL, code)
 }

@@ -14,8 +14,8 @@ use mrc_transport::wire::{
     Opcode, RethRepr, Route, SethRepr, Trimmed, TsethRepr, WireConfig, WriteHeaders, parse_frame,
 };
 
-use super::dump::render_headers;
-use super::{load_plan, parse_host};
+use super::decode::render_headers;
+use super::{load_plan, parse_host, refused};
 
 /// Arguments of `mrc-fabric demo`.
 #[derive(Debug, clap::Args)]
@@ -33,7 +33,7 @@ pub struct Args {
 
 /// Print the demo.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    print!("{}", Demo::new(&args.plan, &args.from, &args.to)?.text);
+    crate::out!("{}", Demo::new(&args.plan, &args.from, &args.to)?.text);
     Ok(())
 }
 
@@ -117,7 +117,8 @@ impl Demo {
         let mut text = format!("plan {}: paths {src} -> {dst}\n", plan.name());
         let mut chosen = None;
         for p in 0..plan.planes() {
-            for path in plan.paths(src, dst, p)? {
+            // The pair is the user's choice (the same host twice, say): a refusal.
+            for path in plan.paths(src, dst, p).map_err(|e| refused(e.into()))? {
                 let _ = writeln!(text, "  {path}");
                 if p == 0 && path.index == 1 || chosen.is_none() {
                     chosen = Some(path);

@@ -2,7 +2,7 @@
 //! network namespaces behave as the plan's switches and hosts (pipe it to `sh`), the script
 //! that removes them, or only the routes and neighbours (to run again after a link comes up).
 
-use super::load_plan;
+use super::{load_plan, refused};
 
 /// Arguments of `mrc-fabric linux`.
 #[derive(Debug, clap::Args)]
@@ -20,9 +20,9 @@ pub struct Args {
     pub routes: bool,
 }
 
-/// Print the script.
+/// Print the script. Every error is a refusal: only the plan and the arguments can be wrong.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    print!("{}", render(args)?);
+    crate::out!("{}", render(args).map_err(refused)?);
     Ok(())
 }
 

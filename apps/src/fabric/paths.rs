@@ -5,7 +5,7 @@ use core::fmt::Write as _;
 
 use mrc_srv6::plan::{NodeId, Path, Plan};
 
-use super::{load_plan, parse_host};
+use super::{load_plan, parse_host, refused};
 
 /// Arguments of `mrc-fabric paths`.
 #[derive(Debug, clap::Args)]
@@ -26,9 +26,9 @@ pub struct Args {
     pub limit: Option<usize>,
 }
 
-/// Print the table.
+/// Print the table. Every error is a refusal: only the plan and the arguments can be wrong.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    print!("{}", render(args)?);
+    crate::out!("{}", render(args).map_err(refused)?);
     Ok(())
 }
 
