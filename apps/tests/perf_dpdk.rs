@@ -117,12 +117,12 @@ fn server_and_client_over_memif_move_and_check_every_byte() {
         "client:\n{cout}\n{cerr}\nserver:\n{sout}\n{serr}"
     );
     assert!(s.status.success(), "server:\n{sout}\n{serr}");
-    // Both ways: each side received 2 QPs x 300 x 16 KiB and checked the last of it.
+    // Both ways: each side received 2 QPs x 300 x 16 KiB and checked every message of it.
     let each_way = 2 * 300 * 16384;
     for (who, out) in [("client", &cout), ("server", &sout)] {
         assert_eq!(delivered(out), each_way, "{who} delivered bytes:\n{out}");
         assert!(
-            out.contains("Data check: 32768 bytes verified, all correct"),
+            out.contains("Data check: 600 messages (9830400 bytes) verified as they landed, all correct"),
             "{who}:\n{out}"
         );
         assert!(out.contains(" Clock           : real"));
@@ -180,8 +180,10 @@ fn the_exchange_refuses_mismatched_parameters_and_an_absent_server() {
     );
     let (_, cerr) = text(&c);
     let (_, serr) = text(&s);
-    assert_eq!(c.status.code(), Some(1));
-    assert_eq!(s.status.code(), Some(1));
+    // Two command lines that disagree: a refusal (exit 2) on both sides, in one line.
+    assert_eq!(c.status.code(), Some(2), "{cerr}");
+    assert_eq!(s.status.code(), Some(2), "{serr}");
+    assert_eq!(cerr.lines().filter(|l| l.starts_with("mrc-perf:")).count(), 1, "{cerr}");
     assert!(
         cerr.contains("mismatched parameters") && cerr.contains("-n: client 200, server 300"),
         "{cerr}"

@@ -201,7 +201,7 @@ fn write_imm_bw_both_ways_sums_directions_and_checks_bytes() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("BW average[Gb/sec]"));
     assert!(
-        out.contains("Data check: 49152 bytes verified, all correct"),
+        out.contains("Data check: 900 messages (7372800 bytes) verified as they landed, all correct"),
         "{out}"
     );
     let j = f.json();
@@ -345,17 +345,17 @@ fn refusals_name_what_to_fix() {
     assert_eq!(code, 2);
     assert!(err.contains("bandwidth tests"), "{err}");
     let (code, _, err) = perf(&["write_bw", "--plan", "small", "--planes", "3"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(err.contains("does not match plan"), "{err}");
     let bad = TempFile::new("bad-plan.toml");
     std::fs::write(&bad.0, "name = \"x\"\nplanes = \"two\"\n").unwrap();
     let (code, _, err) = perf(&["write_bw", "--plan", bad.0.to_str().unwrap()]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(
         err.contains("planes"),
         "the plan error names the field: {err}"
     );
     let (code, _, err) = perf(&["write_bw", "--fail-link=t0-0-0:t1-1-0"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(err.contains("not neighbours"), "{err}");
 }

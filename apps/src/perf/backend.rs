@@ -108,8 +108,10 @@ pub struct Hooks {
 #[derive(Debug, Clone)]
 pub struct PeriodReport {
     pub size: u64,
-    /// Messages completed in the period, all sending QPs.
+    /// Messages' worth of payload placed in the period, all sending QPs.
     pub messages: u64,
+    /// Payload bytes placed in the period.
+    pub bytes: u64,
     pub qps: u32,
     pub period_ns: u64,
     /// Round trips of the period (latency), ns.
@@ -204,20 +206,27 @@ pub fn finish_checks(
 /// `--run_infinitely`: one result line per period.
 #[derive(Debug, Default)]
 pub struct Periods {
-    last_done: u64,
+    last_bytes: u64,
     last_rtts: Vec<usize>,
     last_ns: u64,
 }
 
 impl Periods {
-    /// Print the line of the period that ends at `now_ns`.
-    pub fn report(&mut self, s: &Settings, size: u64, apps: &[Arc<Mutex<PerfApp>>], now_ns: u64) {
-        let mut done = 0;
+    /// Print the line of the period that ends at `now_ns`, when the receivers had placed
+    /// `delivered_bytes` of payload in all (counted per packet: completions come one per `-Q`
+    /// messages, and a period that ends between two would swing by `-Q` messages).
+    pub fn report(
+        &mut self,
+        s: &Settings,
+        size: u64,
+        apps: &[Arc<Mutex<PerfApp>>],
+        now_ns: u64,
+        delivered_bytes: u64,
+    ) {
         let mut rtts = Vec::new();
         let mut k = 0;
         for a in apps {
             let app = lock(a);
-            done += app.messages_done();
             for r in app.records() {
                 if self.last_rtts.len() <= k {
                     self.last_rtts.push(0);
@@ -227,14 +236,16 @@ impl Periods {
                 k += 1;
             }
         }
+        let bytes = delivered_bytes.saturating_sub(self.last_bytes);
         let report = PeriodReport {
             size,
-            messages: done - self.last_done,
+            messages: bytes / size.max(1),
+            bytes,
             qps: s.qps,
             period_ns: now_ns - self.last_ns,
             rtts_ns: rtts,
         };
-        self.last_done = done;
+        self.last_bytes = delivered_bytes;
         self.last_ns = now_ns;
         if report.period_ns > 0 {
             super::report::print_period(s, &report);

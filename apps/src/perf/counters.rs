@@ -285,6 +285,15 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Per-plane rows summed over hosts.
+    /// Payload bytes placed at the receivers, all hosts and planes (duplicates excluded).
+    pub fn delivered_bytes(&self) -> u64 {
+        self.hosts
+            .iter()
+            .flat_map(|h| &h.planes)
+            .map(|p| p.rx_bytes)
+            .sum()
+    }
+
     pub fn planes(&self) -> Vec<PlaneRow> {
         let mut out: Vec<PlaneRow> = Vec::new();
         for h in &self.hosts {

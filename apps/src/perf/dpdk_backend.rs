@@ -77,6 +77,10 @@ impl Peer {
         }
         let line = line.trim_end();
         if let Some(why) = line.strip_prefix("ERR ") {
+            if why.starts_with("mismatched parameters") {
+                // The two command lines disagree: this one is as much to change as the peer's.
+                crate::bail_usage!("the peer refused: {why}");
+            }
             bail!("the peer refused: {why}");
         }
         line.strip_prefix(word)
@@ -191,14 +195,16 @@ impl DpdkBackend {
             .collect();
         let names = mrc_dpdk::eal_port_names(&eal_args);
         if names.is_empty() {
-            bail!(
+            crate::bail_usage!(
                 "--backend dpdk needs its ports in --eal: one --vdev=NAME,... or -a PCI per plane, in plane order"
             );
         }
         let planes = u8::try_from(names.len())
             .ok()
             .filter(|p| (1..=8).contains(p))
-            .ok_or_else(|| anyhow::anyhow!("1 to 8 ports (planes), not {}", names.len()))?;
+            .ok_or_else(|| {
+                crate::usage!("--eal names {} ports: 1 to 8 ports (one per plane)", names.len())
+            })?;
         // Role numbers: 0 the client, 1 the server.
         let me = u16::from(s.server.is_none());
         // The exchange first: a peer that is not there fails before the EAL takes the ports.
@@ -213,8 +219,9 @@ impl DpdkBackend {
             })?;
             (Peer::new(stream)?, format!("client of {addr}"))
         } else {
-            let listener = TcpListener::bind(("0.0.0.0", s.port))
-                .with_context(|| format!("-p {}: cannot listen", s.port))?;
+            let listener = TcpListener::bind(("0.0.0.0", s.port)).map_err(|e| {
+                crate::usage!("-p {}: cannot listen ({e}): give a free port with -p", s.port)
+            })?;
             eprintln!("waiting for the client on TCP port {}", s.port);
             let (stream, from) = listener.accept()?;
             (Peer::new(stream)?, format!("server, client {from}"))
@@ -232,19 +239,25 @@ impl DpdkBackend {
             if !diff.is_empty() {
                 let why = format!("mismatched parameters ({})", diff.join("; "));
                 peer.send(&format!("ERR {why}"))?;
-                bail!("{why}");
+                crate::bail_usage!("{why}: run both sides with the same options");
             }
         }
         // The server opens its ports before it answers, the client after: ports that connect
         // to their peer when started (memif clients) never race a peer not yet listening.
         let open = || -> anyhow::Result<_> {
-            let eal = mrc_dpdk::Eal::init(&eal_args)
-                .map_err(|e| anyhow::anyhow!("DPDK is not available: {e}"))?;
+            let eal = mrc_dpdk::Eal::init(&eal_args).map_err(|e| match e {
+                mrc_dpdk::Error::NotBuilt { .. } => {
+                    crate::usage!("DPDK is not available: {e}: use --backend sim or mem")
+                }
+                _ => crate::usage!("--eal: DPDK cannot start with these arguments: {e}"),
+            })?;
             let mut ports = DpdkPorts::new(names.clone());
             ports.promiscuous = false;
             let io = ports
                 .open(&eal)
-                .with_context(|| format!("opening DPDK ports {}", names.join(", ")))?
+                .map_err(|e| {
+                    crate::usage!("--eal: cannot open the ports {}: {e:#}", names.join(", "))
+                })?
                 .pop()
                 .ok_or_else(|| anyhow::anyhow!("no DPDK port opened"))?;
             Ok((eal, io))

@@ -7,7 +7,6 @@
 use std::net::Ipv6Addr;
 use std::sync::Arc;
 
-use anyhow::bail;
 use mrc_nic::NextHop;
 use mrc_srv6::plan::{HostId, Plan};
 use mrc_transport::{EndpointConfig, PathMode};
@@ -35,7 +34,7 @@ impl PlanEnds {
     pub fn new(s: &Settings, me: u16, ports: u8) -> anyhow::Result<Self> {
         let plan = load_plan(s)?;
         if plan.planes() != ports {
-            bail!(
+            crate::bail_usage!(
                 "plan {:?} has {} planes but --eal names {ports} ports: one port per plane, in plane order",
                 plan.name(),
                 plan.planes()

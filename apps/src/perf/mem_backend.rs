@@ -212,7 +212,8 @@ pub fn drive(
             }
         }
         if s.run_infinitely {
-            periods.report(s, size, apps, now.as_nanos() as u64);
+            let delivered = snapshot(now)?.delivered_bytes();
+            periods.report(s, size, apps, now.as_nanos() as u64, delivered);
             std::thread::sleep(StdDuration::from_nanos(period.0));
         }
     }
@@ -242,10 +243,11 @@ impl MemBackend {
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
         let planes = settings.planes.unwrap_or(DEFAULT_PLANES);
         if !(1..=8).contains(&planes) {
-            anyhow::bail!("--planes {planes}: the in-memory fabric has 1 to 8 planes");
+            crate::bail_usage!("--planes {planes}: the in-memory fabric has 1 to 8 planes");
         }
         let ec = endpoint_config(settings, 0, planes);
-        ec.validate().context("engine configuration")?;
+        ec.validate()
+            .map_err(|e| crate::usage!("--evs {:?} on {planes} planes: {e}", settings.evs))?;
         let ev = ec.ev_profiles[0];
         Ok(Self {
             settings: settings.clone(),

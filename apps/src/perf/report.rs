@@ -131,7 +131,7 @@ pub fn lat_row(r: &LatResult, duration: bool) -> String {
 /// A `--run_infinitely` period line, printed as it happens.
 pub fn print_period(s: &Settings, p: &PeriodReport) {
     let line = if s.test.is_bw() {
-        let bytes = p.messages as f64 * p.size as f64;
+        let bytes = p.bytes as f64;
         format!(
             " {:<10} {:<14} {:<18.2} {:<22.2} {:.6}",
             p.size,

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use mrc_sim::{ConnOpts, Fault, RunLimit, Sim, SimConfig, SimTime};
 use mrc_srv6::plan::{HostId, LinkTier, Plan};
 use mrc_transport::cc::{CcProfile, DcqcnConfig, NsccConfig};
@@ -41,25 +41,25 @@ pub const DEFAULT_PLANES: u8 = 4;
 /// The plan of a run: `--plan` (a file or a built-in name) or the built-in fabric.
 pub fn load_plan(s: &Settings) -> anyhow::Result<Plan> {
     let plan = if let Some(p) = &s.plan {
-        Plan::load_or_builtin(p).with_context(|| format!("--plan {p}"))?
+        Plan::load_or_builtin(p).map_err(|e| crate::usage!("--plan {p}: {e:#}"))?
     } else {
         let planes = s.planes.unwrap_or(DEFAULT_PLANES);
         if !(1..=8).contains(&planes) {
-            bail!("--planes {planes}: the built-in fabric has 1 to 8 planes");
+            crate::bail_usage!("--planes {planes}: the built-in fabric has 1 to 8 planes");
         }
         Plan::from_toml(&builtin_plan_toml(planes), "<built-in perf fabric>")?
     };
     if let (Some(want), Some(_)) = (s.planes, &s.plan)
         && want != plan.planes()
     {
-        bail!(
+        crate::bail_usage!(
             "--planes {want} does not match plan {:?}, which has {} planes (drop --planes or edit the plan)",
             plan.name(),
             plan.planes()
         );
     }
     if plan.host_count() < 2 {
-        bail!(
+        crate::bail_usage!(
             "plan {:?} has {} host(s): a perf test needs two",
             plan.name(),
             plan.host_count()
@@ -137,19 +137,31 @@ impl SimBackend {
     /// Check the plan, the ends and the fault options.
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
         let plan = load_plan(settings)?;
+        if let Some(evs) = settings.evs
+            && u32::from(evs) * u32::from(plan.planes()) > 1 << 12
+        {
+            crate::bail_usage!(
+                "--evs {evs}: a QP has at most 4096 EVs, {} per plane on {} planes",
+                (1u32 << 12) / u32::from(plan.planes()),
+                plan.planes()
+            );
+        }
         let (client, server) = ends(&plan);
         // Build one engine configuration to learn the MTU and EV profile it resolves to.
         let sim = Sim::new(plan.clone(), sim_config(settings))
             .context("building the simulated fabric")?;
         let ec = sim.endpoint(client).config();
         let ev = ec.ev_profiles[0];
+        let paths = plan
+            .path_count(HostId(client), HostId(server), 0)
+            .unwrap_or(0);
         let faults = faults::schedule(
             &settings.faults,
             &plan,
             client,
             Duration(expected_ns(settings, &plan, settings.max_size()) / 2),
         )
-        .map_err(anyhow::Error::msg)?;
+        .map_err(|e| crate::usage!("{e}"))?;
         let info = FabricInfo {
             clock: "simulated",
             fabric: plan.name().to_owned(),
@@ -159,11 +171,10 @@ impl SimBackend {
             server: format!("h{server}"),
             link_gbps: plan.link_params(LinkTier::Host).speed_gbps,
             payload_mtu: ec.payload_mtu,
-            paths_per_plane: plan
-                .path_count(HostId(client), HostId(server), 0)
-                .unwrap_or(0),
-            evs_per_plane: ev.evs_per_plane,
-            active_evs_per_plane: ev.active_per_plane,
+            paths_per_plane: paths,
+            // A QP has as many EVs per plane as the profile asks or the plan has paths.
+            evs_per_plane: ev.evs_per_plane.min(paths as u16),
+            active_evs_per_plane: ev.active_per_plane.min(paths as u16),
             faults: faults::describe(&faults),
             routing: match sim.config().routing {
                 mrc_sim::Routing::Srv6 => "SRv6 uSID",
@@ -285,7 +296,7 @@ impl SimBackend {
                 m.publish(&snap);
             }
             if s.run_infinitely {
-                periods.report(s, size, &apps, sim.now().as_nanos());
+                periods.report(s, size, &apps, sim.now().as_nanos(), snap.delivered_bytes());
             }
         };
         if s.run_infinitely {
