@@ -122,7 +122,9 @@ fn server_and_client_over_memif_move_and_check_every_byte() {
     for (who, out) in [("client", &cout), ("server", &sout)] {
         assert_eq!(delivered(out), each_way, "{who} delivered bytes:\n{out}");
         assert!(
-            out.contains("Data check: 600 messages (9830400 bytes) verified as they landed, all correct"),
+            out.contains(
+                "Data check: 600 messages (9830400 bytes) verified as they landed, all correct"
+            ),
             "{who}:\n{out}"
         );
         assert!(out.contains(" Clock           : real"));
@@ -183,7 +185,11 @@ fn the_exchange_refuses_mismatched_parameters_and_an_absent_server() {
     // Two command lines that disagree: a refusal (exit 2) on both sides, in one line.
     assert_eq!(c.status.code(), Some(2), "{cerr}");
     assert_eq!(s.status.code(), Some(2), "{serr}");
-    assert_eq!(cerr.lines().filter(|l| l.starts_with("mrc-perf:")).count(), 1, "{cerr}");
+    assert_eq!(
+        cerr.lines().filter(|l| l.starts_with("mrc-perf:")).count(),
+        1,
+        "{cerr}"
+    );
     assert!(
         cerr.contains("mismatched parameters") && cerr.contains("-n: client 200, server 300"),
         "{cerr}"

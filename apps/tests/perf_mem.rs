@@ -36,7 +36,9 @@ fn mem_write_bw_moves_every_byte_over_every_plane() {
     );
     assert!(out.contains(" Clock           : real"));
     assert!(
-        out.contains("Data check: 400 messages (6553600 bytes) verified as they landed, all correct"),
+        out.contains(
+            "Data check: 400 messages (6553600 bytes) verified as they landed, all correct"
+        ),
         "{out}"
     );
     let r = &j["results"];

@@ -201,7 +201,9 @@ fn write_imm_bw_both_ways_sums_directions_and_checks_bytes() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("BW average[Gb/sec]"));
     assert!(
-        out.contains("Data check: 900 messages (7372800 bytes) verified as they landed, all correct"),
+        out.contains(
+            "Data check: 900 messages (7372800 bytes) verified as they landed, all correct"
+        ),
         "{out}"
     );
     let j = f.json();

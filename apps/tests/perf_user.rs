@@ -10,7 +10,10 @@ use mrc_tests::{assert_full_stdout, assert_head_one, assert_refused};
 const BIN: &str = env!("CARGO_BIN_EXE_mrc-perf");
 
 fn perf(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN).args(args).output().expect("mrc-perf runs");
+    let out = Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("mrc-perf runs");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -43,7 +46,10 @@ fn every_refusal_is_one_line_and_exit_2() {
         (&["-s", "1073741824", "-q", "16", "-n", "1"], "-s"),
         (&["-n", "x"], "'x'"),
         (&["read_bw"], "unknown test"),
-        (&["--out_json_file", "/nonexistent/dir/x.json"], "--out_json_file"),
+        (
+            &["--out_json_file", "/nonexistent/dir/x.json"],
+            "--out_json_file",
+        ),
     ];
     for (args, names) in cases {
         assert_refused(BIN, args, names);
@@ -88,7 +94,14 @@ fn live(stderr: &str) -> Vec<(f64, Vec<f64>)> {
 fn on_off_shapes_the_wire_at_the_default_depth() {
     // 64 KiB Writes, -t 128 (8 MiB outstanding: 168 µs of a 400 Gb/s host, more than an OFF
     // phase): on 50 µs, off 150 µs. Sampled every 25 µs.
-    let (code, out, err) = perf(&["-n", "3000", "--on-off", "50us,150us", "--live-every", "25us"]);
+    let (code, out, err) = perf(&[
+        "-n",
+        "3000",
+        "--on-off",
+        "50us,150us",
+        "--live-every",
+        "25us",
+    ]);
     assert_eq!(code, 0, "{out}\n{err}");
     let samples = live(&err);
     assert!(samples.len() > 40, "{err}");
@@ -136,7 +149,11 @@ fn losses(stdout: &str) -> (u64, u64) {
             continue;
         }
         if let Some(c) = col {
-            match l.split_whitespace().nth(c).and_then(|w| w.parse::<u64>().ok()) {
+            match l
+                .split_whitespace()
+                .nth(c)
+                .and_then(|w| w.parse::<u64>().ok())
+            {
                 Some(n) if l.starts_with(' ') && l.split_whitespace().count() > c => ev_sum += n,
                 _ => col = None,
             }
@@ -159,5 +176,17 @@ fn the_banner_shows_the_evs_a_qp_really_has() {
     let (code, out, err) = perf(&["-n", "10", "--no-live"]);
     assert_eq!(code, 0, "{err}");
     // The built-in fabric has 2 spines per plane: 2 paths, so 2 EVs per plane.
-    assert!(out.contains("EV profile      : 2 per plane, 2 active"), "{out}");
+    assert!(
+        out.contains("EV profile      : 2 per plane, 2 active"),
+        "{out}"
+    );
+}
+
+#[test]
+fn mrc_soak_survives_its_reader_and_refuses_in_one_line() {
+    let soak = env!("CARGO_BIN_EXE_mrc-soak");
+    let first = assert_head_one(soak, &["--seeds", "3", "-v"], 0);
+    assert!(first.starts_with("seed"), "{first}");
+    assert_full_stdout(soak, &["--seeds", "1"]);
+    assert_refused(soak, &["--seeds", "x"], "'x'");
 }

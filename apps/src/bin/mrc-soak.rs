@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use mrc_apps::{outln, tool};
 use mrc_sim::soak::{self, SeedReport};
 
 #[derive(Debug, Parser)]
@@ -65,15 +66,15 @@ fn line(r: &SeedReport) -> String {
 fn replay(seed: u64) -> ExitCode {
     let plan = soak::soak_plan();
     let p = soak::draw(&plan, seed);
-    println!(
+    outln!(
         "seed {seed} on {} ({} hosts, {} planes)",
         plan.name(),
         plan.host_count(),
         plan.planes()
     );
-    println!("workload:");
+    outln!("workload:");
     for m in &p.messages {
-        println!(
+        outln!(
             "  {:>8.1} us  h{} -> h{}  {} B",
             m.start.as_micros_f64(),
             m.src,
@@ -81,13 +82,13 @@ fn replay(seed: u64) -> ExitCode {
             m.size
         );
     }
-    println!("faults:");
+    outln!("faults:");
     for f in &p.faults {
-        println!("  {:>8.1} us  {:?}", f.at.as_micros_f64(), f.kind);
+        outln!("  {:>8.1} us  {:?}", f.at.as_micros_f64(), f.kind);
     }
     let r = soak::run_seed(seed);
-    println!("{}", line(&r));
-    println!("{:#?}", r.faults);
+    outln!("{}", line(&r));
+    outln!("{:#?}", r.faults);
     if r.outcome.is_ok() {
         ExitCode::SUCCESS
     } else {
@@ -95,11 +96,22 @@ fn replay(seed: u64) -> ExitCode {
     }
 }
 
+const TOOL: &str = "mrc-soak";
+
 fn main() -> ExitCode {
-    let args = Args::parse();
-    if let Some(seed) = args.replay {
-        return replay(seed);
-    }
+    let args: Args = match tool::parse_args(TOOL) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let code = if let Some(seed) = args.replay {
+        replay(seed)
+    } else {
+        campaign(&args)
+    };
+    tool::finish(TOOL, code)
+}
+
+fn campaign(args: &Args) -> ExitCode {
     let started = Instant::now();
     let budget = match (args.secs, args.seeds) {
         (None, None) => Some(Duration::from_mins(1)),
@@ -110,12 +122,13 @@ fn main() -> ExitCode {
         args.first,
         &mut |run| {
             (args.keep_going || !failed.get())
+                && tool::out_open()
                 && args.seeds.is_none_or(|n| run < n)
                 && budget.is_none_or(|b| started.elapsed() < b)
         },
         &mut |r| {
             if args.verbose || r.outcome.is_err() {
-                println!("{}", line(r));
+                outln!("{}", line(r));
             }
             if r.outcome.is_err() {
                 failed.set(true);
@@ -124,15 +137,17 @@ fn main() -> ExitCode {
     );
     let wall = started.elapsed().as_secs_f64();
     let f = &c.faults;
-    println!(
+    outln!(
         "mrc-soak: {} seeds from {} in {wall:.1} s wall",
-        c.seeds_run, args.first
+        c.seeds_run,
+        args.first
     );
-    println!(
+    outln!(
         "  messages verified  {} ({} bytes, every byte checked)",
-        c.messages_verified, c.bytes_verified
+        c.messages_verified,
+        c.bytes_verified
     );
-    println!(
+    outln!(
         "  faults scheduled   {} (link downs {}, switch stops {}, port downs {}, lossy links {}, fabric-wide impairments {})",
         f.scheduled(),
         f.link_downs,
@@ -141,7 +156,7 @@ fn main() -> ExitCode {
         f.lossy_links,
         f.impairments
     );
-    println!(
+    outln!(
         "  frames hit         {} (lost {}, on down links {}, duplicated {}, corrupted {} [{} refused on ICRC], reordered {}, trimmed {}, dead switch {})",
         f.frames(),
         f.frames_lost,
@@ -153,15 +168,16 @@ fn main() -> ExitCode {
         f.frames_trimmed,
         f.frames_dead_switch
     );
-    println!("  simulator events   {}", c.events);
+    outln!("  simulator events   {}", c.events);
     match &c.first_failure {
-        None => println!("  failures           none"),
+        None => outln!("  failures           none"),
         Some(r) => {
-            println!(
+            outln!(
                 "  failures           {} seeds; first: seed {}",
-                c.seeds_failed, r.seed
+                c.seeds_failed,
+                r.seed
             );
-            println!("  replay with        mrc-soak --replay {}", r.seed);
+            outln!("  replay with        mrc-soak --replay {}", r.seed);
         }
     }
     if args.json {
@@ -176,7 +192,7 @@ fn main() -> ExitCode {
             "first_failing_seed": c.first_failure.as_ref().map(|r| r.seed),
             "wall_secs": wall,
         });
-        println!("{j}");
+        outln!("{j}");
     }
     if c.seeds_failed > 0 {
         ExitCode::FAILURE

@@ -203,7 +203,10 @@ impl DpdkBackend {
             .ok()
             .filter(|p| (1..=8).contains(p))
             .ok_or_else(|| {
-                crate::usage!("--eal names {} ports: 1 to 8 ports (one per plane)", names.len())
+                crate::usage!(
+                    "--eal names {} ports: 1 to 8 ports (one per plane)",
+                    names.len()
+                )
             })?;
         // Role numbers: 0 the client, 1 the server.
         let me = u16::from(s.server.is_none());
@@ -220,7 +223,10 @@ impl DpdkBackend {
             (Peer::new(stream)?, format!("client of {addr}"))
         } else {
             let listener = TcpListener::bind(("0.0.0.0", s.port)).map_err(|e| {
-                crate::usage!("-p {}: cannot listen ({e}): give a free port with -p", s.port)
+                crate::usage!(
+                    "-p {}: cannot listen ({e}): give a free port with -p",
+                    s.port
+                )
             })?;
             eprintln!("waiting for the client on TCP port {}", s.port);
             let (stream, from) = listener.accept()?;
