@@ -28,8 +28,8 @@ use serde_json::{Value, json};
 
 use super::app::{PerfApp, QpRecord, QpWiring, lock};
 use super::backend::{
-    BUFFER_IOVA, CheckResult, FabricInfo, Hooks, SizeOutcome, app_params, buffer_len, check_dest,
-    dst_addr, fill_sources, roles, src_addr,
+    Addresses, BUFFER_IOVA, CheckResult, CpuMeter, FabricInfo, Hooks, QpAddress, SizeOutcome,
+    app_params, buffer_len, check_dest, dst_addr, fill_sources, roles, src_addr,
 };
 use super::counters::Snapshot;
 use super::dpdk_plan::PlanEnds;
@@ -102,6 +102,7 @@ fn parameters(s: &Settings, planes: usize) -> Value {
         "planes": planes,
         "--check": s.check,
         "traffic": s.pattern.to_string(),
+        "-m": s.perftest.mtu,
     })
 }
 
@@ -178,7 +179,27 @@ pub struct DpdkBackend {
     peer_addr: Ipv6Addr,
     info: FabricInfo,
     eal: Option<mrc_dpdk::Eal>,
+    /// The first size's QPs, connected to the peer's before the banner (perftest prints the
+    /// QPs' addresses after the exchange, before the table).
+    prepared: Option<Connected>,
 }
+
+/// This side's QPs of one size, connected to the peer's, and the buffer they use.
+#[derive(Debug)]
+struct Connected {
+    size: u64,
+    cq: CqHandle,
+    qpns: Vec<Qpn>,
+    region: MemoryRegion,
+    keys: MrKeys,
+    /// The peer's rkey, QPNs and NIC address, from its QPS line.
+    peer_rkey: u32,
+    peer_qpns: Vec<Qpn>,
+    peer_addr: Ipv6Addr,
+}
+
+/// The PSN of each role's QPs (client, server).
+const PSNS: [u32; 2] = [100, 200];
 
 impl DpdkBackend {
     pub fn new(s: &Settings) -> anyhow::Result<Self> {
@@ -269,6 +290,13 @@ impl DpdkBackend {
             e.apply(&mut ec);
         }
         let (payload_mtu, ev) = (ec.payload_mtu, ec.ev_profiles[0]);
+        if let Some(m) = s.perftest.mtu
+            && m != payload_mtu
+        {
+            crate::bail_usage!(
+                "-m {m}: the plan's IP MTU carries at most {payload_mtu}-byte payloads"
+            );
+        }
         let mut cfg = NicConfig::new(ec);
         cfg.thread_name = "mrc-perf-nic".into();
         if let Some(e) = &ends {
@@ -298,10 +326,17 @@ impl DpdkBackend {
             active_evs_per_plane: ev.active_per_plane,
             routing: if ends.is_some() { "SRv6" } else { "ECMP" },
             faults: Vec::new(),
-            exchange: "Ethernet (TCP)",
+            // perftest's name for its TCP exchange (as opposed to rdma_cm).
+            exchange: "Ethernet",
+            addresses: Addresses::default(),
         };
         eprintln!("mrc-perf: {what}");
-        Ok(Self {
+        if s.perftest.cpu_util && nic.cpu_time().is_none() {
+            crate::bail_usage!(
+                "--cpu_util: this system does not expose a thread's CPU time (/proc/self/task)"
+            );
+        }
+        let mut this = Self {
             settings: s.clone(),
             me,
             planes,
@@ -312,7 +347,41 @@ impl DpdkBackend {
             ends,
             info,
             eal: Some(eal),
-        })
+            prepared: None,
+        };
+        let first = this.connect_size(s.sizes.first().copied().unwrap_or(0))?;
+        this.info.addresses = this.addresses(&first);
+        this.prepared = Some(first);
+        Ok(this)
+    }
+
+    /// This side's NIC address.
+    fn my_addr(&self) -> Ipv6Addr {
+        self.ends
+            .as_ref()
+            .map_or(nic_addr(self.me), PlanEnds::nic_addr)
+    }
+
+    /// Both ends of every QP, from this side.
+    fn addresses(&self, c: &Connected) -> Addresses {
+        let s = &self.settings;
+        let me = usize::from(self.me);
+        let end = |qpns: &[Qpn], psn, rkey, gid| -> Vec<QpAddress> {
+            qpns.iter()
+                .enumerate()
+                .map(|(i, q)| QpAddress {
+                    qpn: q.0,
+                    psn,
+                    rkey,
+                    vaddr: dst_addr(i as u32, s.qps, c.size),
+                    gid,
+                })
+                .collect()
+        };
+        Addresses {
+            local: end(&c.qpns, PSNS[me], c.keys.rkey, self.my_addr()),
+            remote: end(&c.peer_qpns, PSNS[1 - me], c.peer_rkey, c.peer_addr),
+        }
     }
 
     pub fn info(&self) -> &FabricInfo {
@@ -325,8 +394,8 @@ impl DpdkBackend {
             .expect("the exchange lives as long as the backend")
     }
 
-    /// Run one size against the peer.
-    pub fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
+    /// This side's QPs and buffer for `size`, exchanged with the peer's and connected.
+    fn connect_size(&mut self, size: u64) -> anyhow::Result<Connected> {
         let s = self.settings.clone();
         let handle = self.handle.clone();
         let h = &handle;
@@ -359,10 +428,7 @@ impl DpdkBackend {
             &region,
             Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         )?;
-        let my_addr = self
-            .ends
-            .as_ref()
-            .map_or(nic_addr(self.me), PlanEnds::nic_addr);
+        let my_addr = self.my_addr();
         let list: Vec<String> = qpns.iter().map(|q| q.0.to_string()).collect();
         self.peer()
             .send(&format!("QPS {my_addr} {} {}", keys.rkey, list.join(",")))?;
@@ -385,15 +451,43 @@ impl DpdkBackend {
                 qpns.len()
             );
         }
-        let (my_psn, peer_psn) = if self.me == 0 { (100, 200) } else { (200, 100) };
+        let me = usize::from(self.me);
         let remote = RemoteNic {
             addr: self.peer_addr,
             host: self.ends.as_ref().map(|e| e.peer.0),
         };
         for (mine, theirs) in qpns.iter().zip(&theirs) {
-            connect(h, *mine, remote, *theirs, my_psn, peer_psn)?;
+            connect(h, *mine, remote, *theirs, PSNS[me], PSNS[1 - me])?;
         }
         wait_links(h)?;
+        Ok(Connected {
+            size,
+            cq,
+            qpns,
+            region,
+            keys,
+            peer_rkey: rkey,
+            peer_qpns: theirs,
+            peer_addr: self.peer_addr,
+        })
+    }
+
+    /// Run one size against the peer (the first on the QPs connected at the start).
+    pub fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
+        let s = self.settings.clone();
+        let handle = self.handle.clone();
+        let h = &handle;
+        let Connected {
+            cq,
+            qpns,
+            region,
+            keys,
+            peer_rkey: rkey,
+            ..
+        } = match self.prepared.take() {
+            Some(c) if c.size == size => c,
+            _ => self.connect_size(size)?,
+        };
         self.peer().send("READY")?;
         self.peer().expect("READY")?;
 
@@ -423,6 +517,12 @@ impl DpdkBackend {
                 hosts: vec![host_counters(me, h, planes, &qpns)?],
             })
         };
+        let cpu_time = || vec![self.nic.as_ref().and_then(Nic::cpu_time)];
+        let meter = s
+            .perftest
+            .cpu_util
+            .then(|| CpuMeter::start(&cpu_time()))
+            .flatten();
         let (mut error, elapsed) = drive(
             &s,
             size,
@@ -432,6 +532,7 @@ impl DpdkBackend {
             &[(h, cq)],
             &snapshot,
         )?;
+        let nic_cpu_percent = meter.and_then(|m| m.percent(&cpu_time()));
         let mine: Vec<QpRecord> = lock(&app).records().cloned().collect();
         let done = json!({
             "records": mine.iter().map(record_json).collect::<Vec<_>>(),
@@ -481,6 +582,7 @@ impl DpdkBackend {
             counters,
             check,
             error,
+            nic_cpu_percent,
         })
     }
 }

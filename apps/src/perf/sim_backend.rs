@@ -11,14 +11,14 @@ use mrc_sim::{ConnOpts, Fault, RunLimit, Sim, SimConfig, SimTime};
 use mrc_srv6::plan::{HostId, LinkTier, Plan};
 use mrc_transport::cc::{CcProfile, DcqcnConfig, NsccConfig};
 use mrc_transport::verbs::{
-    InitAttr, QpCap, Qpn, RecvWr, SendWr, TransportMode, VerbsError, WorkCompletion,
+    InitAttr, MrKeys, QpCap, Qpn, RecvWr, SendWr, TransportMode, VerbsError, WorkCompletion,
 };
 use mrc_transport::{Duration, EndpointConfig, Instant};
 
 use super::app::{PerfApp, QpWiring, lock};
 use super::backend::{
-    CheckResult, FabricInfo, Hooks, Periods, SizeOutcome, app_params, buffer_len, check_dest,
-    dst_addr, fill_sources, roles, src_addr,
+    Addresses, CheckResult, FabricInfo, Hooks, Periods, QpAddress, SizeOutcome, app_params,
+    buffer_len, check_dest, dst_addr, fill_sources, roles, src_addr,
 };
 use super::counters::{HostCounters, Snapshot};
 use super::faults;
@@ -138,11 +138,41 @@ impl SimBackend {
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
         let plan = load_plan(settings)?;
         let (client, server) = ends(&plan);
-        // Build one engine configuration to learn the MTU and EV profile it resolves to.
-        let sim = Sim::new(plan.clone(), sim_config(settings))
+        // Build the fabric once to learn the MTU and EV profile the engines resolve to, and
+        // the QPs' addresses: every size's fresh fabric is built alike, so they are the same.
+        let mut sim = Sim::new(plan.clone(), sim_config(settings))
             .context("building the simulated fabric")?;
         let ec = sim.endpoint(client).config();
         let ev = ec.ev_profiles[0];
+        let payload_mtu = ec.payload_mtu;
+        if let Some(m) = settings.perftest.mtu
+            && m != payload_mtu
+        {
+            crate::bail_usage!(
+                "-m {m}: plan {:?} (IP MTU {}) carries at most {payload_mtu}-byte payloads",
+                plan.name(),
+                plan.mtu()
+            );
+        }
+        let size = settings.sizes.first().copied().unwrap_or(0);
+        let (keys, conns) = wire_up(&mut sim, settings, size, client, server)?;
+        let end = |h: u32, k: usize, qpn: fn(&mrc_sim::Conn) -> Qpn| -> Vec<QpAddress> {
+            conns
+                .iter()
+                .enumerate()
+                .map(|(i, conn)| QpAddress {
+                    qpn: qpn(conn).0,
+                    psn: SIM_PSN,
+                    rkey: keys[k].rkey,
+                    vaddr: dst_addr(i as u32, settings.qps, size),
+                    gid: plan.nic_addr(HostId(h)),
+                })
+                .collect()
+        };
+        let addresses = Addresses {
+            local: end(client, 0, |c| c.a.qpn),
+            remote: end(server, 1, |c| c.b.qpn),
+        };
         let faults = faults::schedule(
             &settings.faults,
             &plan,
@@ -158,7 +188,7 @@ impl SimBackend {
             client: format!("h{client}"),
             server: format!("h{server}"),
             link_gbps: plan.link_params(LinkTier::Host).speed_gbps,
-            payload_mtu: ec.payload_mtu,
+            payload_mtu,
             paths_per_plane: plan
                 .path_count(HostId(client), HostId(server), 0)
                 .unwrap_or(0),
@@ -170,6 +200,7 @@ impl SimBackend {
                 mrc_sim::Routing::Ecmp => "ECMP",
             },
             exchange: "simulator",
+            addresses,
         };
         Ok(Self {
             settings: settings.clone(),
@@ -203,36 +234,7 @@ impl SimBackend {
         let mut sim = Sim::new(self.plan.clone(), cfg)?;
         let (c, v) = (self.client, self.server);
         let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
-        let init = InitAttr {
-            ev_profile: 0,
-            cc_profile: 0,
-            mode: if s.cc == CcChoice::Roce {
-                TransportMode::RoceLike
-            } else {
-                TransportMode::Mrc
-            },
-        };
-        let opts = ConnOpts {
-            init,
-            cap: QpCap {
-                max_send_wr: s.tx_depth.max(s.cq_mod) + 1,
-                max_recv_wr: s.rx_depth.max(1),
-                max_send_sge: 1,
-            },
-            ..ConnOpts::default()
-        };
-        let mut keys = Vec::new();
-        for h in [c, v] {
-            let mut buf = vec![0u8; buffer_len(s.qps, size)];
-            if s.check {
-                fill_sources(&mut buf, h, s.qps, size);
-            }
-            keys.push(sim.register(h, super::backend::BUFFER_IOVA, Box::new(buf))?);
-        }
-        let mut conns = Vec::new();
-        for _ in 0..s.qps {
-            conns.push(sim.connect(c, v, opts)?);
-        }
+        let (keys, conns) = wire_up(&mut sim, s, size, c, v)?;
         let wire = |me: usize, send, receive| -> Vec<QpWiring> {
             conns
                 .iter()
@@ -318,24 +320,75 @@ impl SimBackend {
             counters,
             check,
             error,
+            nic_cpu_percent: None,
         })
     }
 }
 
+/// The PSN both ends of a QP start at: [`Sim::connect`] moves them to RTR and RTS with 0.
+const SIM_PSN: u32 = 0;
+
+/// Register both hosts' buffers and connect the QPs, client (`c`) to server (`v`).
+fn wire_up(
+    sim: &mut Sim,
+    s: &Settings,
+    size: u64,
+    c: u32,
+    v: u32,
+) -> anyhow::Result<(Vec<MrKeys>, Vec<mrc_sim::Conn>)> {
+    let init = InitAttr {
+        ev_profile: 0,
+        cc_profile: 0,
+        mode: if s.cc == CcChoice::Roce {
+            TransportMode::RoceLike
+        } else {
+            TransportMode::Mrc
+        },
+    };
+    let opts = ConnOpts {
+        init,
+        cap: QpCap {
+            max_send_wr: s.tx_depth.max(s.cq_mod) + 1,
+            max_recv_wr: s.rx_depth.max(1),
+            max_send_sge: 1,
+        },
+        ..ConnOpts::default()
+    };
+    let mut keys = Vec::new();
+    for h in [c, v] {
+        let mut buf = vec![0u8; buffer_len(s.qps, size)];
+        if s.check {
+            fill_sources(&mut buf, h, s.qps, size);
+        }
+        keys.push(sim.register(h, super::backend::BUFFER_IOVA, Box::new(buf))?);
+    }
+    let mut conns = Vec::new();
+    for _ in 0..s.qps {
+        conns.push(sim.connect(c, v, opts)?);
+    }
+    Ok((keys, conns))
+}
+
 /// The simulator configuration: seed, CC profile, EV profile, trimming.
 fn sim_config(s: &Settings) -> SimConfig {
-    let cc = s.cc;
-    let evs = s.evs;
+    let (cc, evs, mtu) = (s.cc, s.evs, s.perftest.mtu);
     SimConfig {
         seed: s.seed,
         trim: cc != CcChoice::Roce,
-        endpoint_tweak: Some(Arc::new(move |_, ec| profiles(cc, evs, ec))),
+        endpoint_tweak: Some(Arc::new(move |_, ec| profiles(cc, evs, mtu, ec))),
         ..SimConfig::default()
     }
 }
 
-/// The CC profile (`--cc`) and EV profile (`--evs`) every QP uses (profile 0 of each).
-fn profiles(cc: CcChoice, evs: Option<u16>, ec: &mut EndpointConfig) {
+/// The CC profile (`--cc`) and EV profile (`--evs`) every QP uses (profile 0 of each), and
+/// the payload MTU (`-m`) where it is no larger than what the configuration carries (a
+/// plan's MTU caps it; the backend refuses an `-m` it could not honour).
+fn profiles(cc: CcChoice, evs: Option<u16>, mtu: Option<u32>, ec: &mut EndpointConfig) {
+    if let Some(m) = mtu
+        && m <= ec.payload_mtu
+    {
+        ec.payload_mtu = m;
+    }
     ec.cc_profiles = vec![match cc {
         CcChoice::Nscc => CcProfile::Nscc(NsccConfig::default()),
         CcChoice::Fixed => CcProfile::Fixed { window_bytes: None },
@@ -351,7 +404,7 @@ fn profiles(cc: CcChoice, evs: Option<u16>, ec: &mut EndpointConfig) {
 
 /// [`profiles`] from the settings.
 pub fn apply_profiles(s: &Settings, ec: &mut EndpointConfig) {
-    profiles(s.cc, s.evs, ec);
+    profiles(s.cc, s.evs, s.perftest.mtu, ec);
 }
 
 /// How long a size should take in virtual time, ns: the bytes over the hosts' line rate, or
@@ -396,7 +449,7 @@ fn check_buffers(
     s: &Settings,
     size: u64,
     hosts: &[u32; 2],
-    keys: &[mrc_transport::verbs::MrKeys],
+    keys: &[MrKeys],
     sends: [bool; 2],
 ) -> CheckResult {
     let mut total = CheckResult::default();
