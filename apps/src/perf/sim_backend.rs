@@ -497,6 +497,47 @@ mod tests {
     }
 
     #[test]
+    fn mtu_is_the_payload_per_packet_up_to_what_the_plan_carries() {
+        use clap::Parser as _;
+        let settings = |args: &[&str]| {
+            let mut v = vec!["mrc-perf"];
+            v.extend_from_slice(args);
+            super::super::cli::Args::try_parse_from(v)
+                .unwrap()
+                .settings()
+                .unwrap()
+        };
+        let b = SimBackend::new(&settings(&["-m", "1024"])).unwrap();
+        assert_eq!(b.info().payload_mtu, 1024);
+        let b = SimBackend::new(&settings(&[])).unwrap();
+        assert_eq!(b.info().payload_mtu, 4096, "the engine's default");
+        // plans/small.toml's IP MTU of 3000 carries 2048-byte payloads with MRC's headers.
+        let e = SimBackend::new(&settings(&["--plan", "small", "-m", "4096"])).unwrap_err();
+        assert!(crate::tool::is_usage(&e), "{e}");
+        assert!(e.to_string().contains("at most 2048"), "{e}");
+        let b = SimBackend::new(&settings(&["--plan", "small", "-m", "2048"])).unwrap();
+        assert_eq!(b.info().payload_mtu, 2048);
+    }
+
+    #[test]
+    fn addresses_are_those_of_the_run() {
+        use clap::Parser as _;
+        let s = super::super::cli::Args::try_parse_from(["mrc-perf", "-q", "3", "-n", "2"])
+            .unwrap()
+            .settings()
+            .unwrap();
+        let mut b = SimBackend::new(&s).unwrap();
+        let a = b.info().addresses.clone();
+        assert_eq!((a.local.len(), a.remote.len()), (3, 3));
+        let o = b.run_size(65536, &Hooks::default()).unwrap();
+        for (h, side) in [(0, &a.local), (1, &a.remote)] {
+            let ran: Vec<u32> = o.counters.hosts[h].qps.iter().map(|q| q.qpn).collect();
+            let shown: Vec<u32> = side.iter().map(|x| x.qpn).collect();
+            assert_eq!(ran, shown, "host {h}");
+        }
+    }
+
+    #[test]
     fn builtin_plan_is_valid_for_every_plane_count() {
         for planes in 1..=8 {
             let p = Plan::from_toml(&builtin_plan_toml(planes), "t").unwrap();
