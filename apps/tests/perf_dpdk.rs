@@ -128,7 +128,7 @@ fn server_and_client_over_memif_move_and_check_every_byte() {
             "{who}:\n{out}"
         );
         assert!(out.contains(" Clock           : real"));
-        assert!(out.contains("Data ex. method : Ethernet (TCP)"));
+        assert!(out.contains("Data ex. method : Ethernet\n"));
     }
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("client JSON")).unwrap();

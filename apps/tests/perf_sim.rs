@@ -114,7 +114,7 @@ fn write_bw_table_and_json_add_up_through_a_link_failure() {
     // The table prints the JSON's figures.
     assert!((res["BW_average"].as_f64().unwrap() - avg).abs() < 0.006);
     assert!((res["BW_peak"].as_f64().unwrap() - peak).abs() < 0.006);
-    // MiB/s = bytes / elapsed.
+    // MB/s (perftest's MB: 2^20 bytes) = bytes / elapsed.
     let elapsed = res["elapsed_ns"].as_f64().unwrap();
     let mibps = bytes as f64 / (elapsed / 1e9) / f64::from(1 << 20);
     assert!((mibps - avg).abs() < 0.01 * avg, "{mibps} vs {avg}");
@@ -244,8 +244,8 @@ fn write_lat_prints_perftest_latency_columns() {
     assert_eq!((size, iters), (64.0, 300.0));
     assert!(min > 0.5 && min <= typ && typ <= max, "{:?}", r[0]);
     assert!(min <= avg && avg <= max && sd >= 0.0);
-    // Percentiles come from a 3-digit HDR histogram.
-    assert!(typ <= p99 + 0.01 && p99 <= p999 + 0.01 && p999 <= max * 1.001 + 0.01);
+    // Percentiles are samples (nearest rank): in order, and never above t_max.
+    assert!(typ <= p99 && p99 <= p999 && p999 <= max, "{:?}", r[0]);
     let j = f.json();
     assert_eq!(j["results"]["n_iterations"], 300);
     for k in [

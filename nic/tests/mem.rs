@@ -272,6 +272,22 @@ fn after_shutdown_calls_fail_cleanly() {
 }
 
 #[test]
+fn a_nic_thread_reports_the_cpu_it_used() {
+    let p = pair(1, false);
+    let Some(before) = p.nics[0].cpu_time() else {
+        assert!(
+            std::fs::metadata("/proc/thread-self").is_err(),
+            "Linux exposes thread CPU times"
+        );
+        return;
+    };
+    // The poll loop runs on its own: its CPU time grows while this thread sleeps.
+    std::thread::sleep(StdDuration::from_millis(50));
+    let after = p.nics[0].cpu_time().expect("still running");
+    assert!(after > before, "{before:?} -> {after:?}");
+}
+
+#[test]
 fn several_application_threads_share_each_nic() {
     // Four QP pairs between the same two NICs, each side of each pair driven by its own
     // thread: eight threads ringing two doorbell rings and polling eight CQ rings at once.

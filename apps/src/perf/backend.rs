@@ -2,6 +2,7 @@
 //! settings block) and, per message size, the applications' records and every host's
 //! counters.
 
+use std::net::Ipv6Addr;
 use std::sync::{Arc, Mutex};
 
 use mrc_transport::verbs::Memory;
@@ -36,6 +37,30 @@ pub struct FabricInfo {
     pub routing: &'static str,
     /// How QP attributes were exchanged (perftest's `Data ex. method`).
     pub exchange: &'static str,
+    /// Both ends of every QP, as the exchange set them up (perftest's address lines).
+    pub addresses: Addresses,
+}
+
+/// One end of a QP as perftest prints it after the exchange (`local address: …`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct QpAddress {
+    pub qpn: u32,
+    /// The first PSN this end sends.
+    pub psn: u32,
+    /// The key its peer writes into this end's buffer with.
+    pub rkey: u32,
+    /// Where its peer writes this QP's messages.
+    pub vaddr: u64,
+    /// The NIC's IPv6 address: perftest's GID.
+    pub gid: Ipv6Addr,
+}
+
+/// Both ends of every QP of the first message size, seen from this process: `local` is the
+/// client in a one-process run (sim, mem) and this host on DPDK ports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Addresses {
+    pub local: Vec<QpAddress>,
+    pub remote: Vec<QpAddress>,
 }
 
 /// Result of `--check`: every message verified where it landed ([`check`](super::check)).
@@ -90,6 +115,42 @@ pub struct SizeOutcome {
     pub check: Option<CheckResult>,
     /// An application's failure (error completion, verbs error) or an unfinished run.
     pub error: Option<String>,
+    /// `--cpu_util`: the CPU the NIC thread(s) used over the run, % of one core (the mean of
+    /// the NICs when this process runs more than one).
+    pub nic_cpu_percent: Option<f64>,
+}
+
+/// Measures the CPU NIC threads use over a run (`--cpu_util`).
+#[derive(Debug, Clone, Copy)]
+pub struct CpuMeter {
+    start: std::time::Instant,
+    cpu: std::time::Duration,
+    threads: u32,
+}
+
+impl CpuMeter {
+    /// Start, from the NIC threads' CPU times so far (`None`: not available).
+    pub fn start(cpu_times: &[Option<std::time::Duration>]) -> Option<Self> {
+        let cpu = cpu_times
+            .iter()
+            .copied()
+            .sum::<Option<std::time::Duration>>()?;
+        Some(Self {
+            start: std::time::Instant::now(),
+            cpu,
+            threads: u32::try_from(cpu_times.len()).ok()?.max(1),
+        })
+    }
+
+    /// The share of one core each thread used since the start, %, given their times now.
+    pub fn percent(&self, cpu_times: &[Option<std::time::Duration>]) -> Option<f64> {
+        let now = cpu_times
+            .iter()
+            .copied()
+            .sum::<Option<std::time::Duration>>()?;
+        let wall = self.start.elapsed().as_secs_f64() * f64::from(self.threads);
+        (wall > 0.0).then(|| now.saturating_sub(self.cpu).as_secs_f64() * 100.0 / wall)
+    }
 }
 
 /// Hooks a backend calls while it runs.

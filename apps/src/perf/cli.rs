@@ -52,7 +52,7 @@ pub struct Args {
     /// Traffic both ways (BW tests); the result is the sum.
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
-    /// Report Gb/s instead of MiB/s.
+    /// Report Gb/s (10^9 bits) instead of MB/s (perftest's MB: 2^20 bytes).
     #[arg(long = "report_gbits")]
     pub report_gbits: bool,
     /// Outstanding sends per QP (default 128 for BW, 1 for latency).
@@ -142,6 +142,47 @@ pub struct Args {
     /// Seed of the simulated fabric and engines.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+
+    // perftest's remaining options, with its spelling; checked in cli/perftest.rs.
+    /// Connection type: RC (MRC is RC-only).
+    #[arg(short = 'c', long = "connection")]
+    pub connection: Option<String>,
+    /// Device: mrc-sim, mrc-mem or mrc-dpdk, the one --backend picks.
+    #[arg(short = 'd', long = "ib-dev")]
+    pub ib_dev: Option<String>,
+    /// Port of the device: 1 (an MRC device has one port, which spans every plane).
+    #[arg(short = 'i', long = "ib-port")]
+    pub ib_port: Option<u32>,
+    /// GID index: 0 (the NIC's IPv6 address, its one GID).
+    #[arg(short = 'x', long = "gid-index")]
+    pub gid_index: Option<u32>,
+    /// MTU: payload bytes per packet, 256, 512, 1024, 2048 or 4096.
+    #[arg(short = 'm', long = "mtu")]
+    pub mtu: Option<u32>,
+    /// Max inline data: 0 (the software NIC has no inline sends).
+    #[arg(short = 'I', long = "inline_size")]
+    pub inline_size: Option<u32>,
+    /// Post list: 1 (every send is posted on its own).
+    #[arg(short = 'l', long = "post_list")]
+    pub post_list: Option<u32>,
+    /// Do not measure the BW peak (printed as 0).
+    #[arg(short = 'N', long = "noPeak")]
+    pub no_peak: bool,
+    /// No CPU-frequency warning: accepted; times come from the OS clock, not CPU cycles.
+    #[arg(short = 'F', long = "CPU-freq")]
+    pub cpu_freq: bool,
+    /// With -b, each direction's results too (Local, Remote) after the sum.
+    #[arg(long = "report-both")]
+    pub report_both: bool,
+    /// Print only one figure: bandwidth or message_rate (BW tests), latency (write_lat).
+    #[arg(long = "output")]
+    pub output: Option<String>,
+    /// Write-with-Immediate: write_bw becomes write_imm_bw; write_lat pings with it already.
+    #[arg(long = "write_with_imm")]
+    pub write_with_imm: bool,
+    /// A CPU_Util[%] column: the CPU the NIC thread used over the run (mem, dpdk).
+    #[arg(long = "cpu_util")]
+    pub cpu_util: bool,
 }
 
 /// The finest `--live-every`: a simulated microsecond, or a real millisecond (each line
@@ -164,6 +205,7 @@ fn resolve_metrics(a: &str) -> anyhow::Result<SocketAddr> {
         .next()
         .ok_or_else(|| anyhow::anyhow!("--metrics {a}: resolves to no address"))
 }
+mod perftest;
 
 /// Sizes of `-a`: 2 .. 2^23.
 pub fn sweep_sizes() -> Vec<u64> {
@@ -186,6 +228,7 @@ impl Args {
     /// Check the options and resolve the defaults.
     pub fn settings(&self) -> anyhow::Result<Settings> {
         let test = test_kind(&self.test)?;
+        let test = self.with_write_with_imm(test);
         let backend = match self.backend.as_str() {
             "sim" => BackendKind::Sim,
             "mem" => BackendKind::Mem,
@@ -362,6 +405,7 @@ impl Args {
             eal: self.eal.clone(),
             seed: self.seed,
             all_evs: self.all_evs,
+            perftest: self.perftest_opts(test, backend)?,
         })
     }
 

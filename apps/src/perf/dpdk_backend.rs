@@ -5,7 +5,9 @@
 //!
 //! ```text
 //! client → server  HELLO {parameters}          server → client  OK | ERR why
-//! both, per size   QPS addr rkey qpn,qpn,...   (then connect, wait for the links)
+//! both, per size   QPS addr rkey qpn,qpn,...   (then connect, wait for the links; the
+//!                                              first size's before the banner, whose
+//!                                              address lines print what was exchanged)
 //! both             READY                       (then run)
 //! both             DONE {records, check}
 //! client           STOPPED  (its NIC stopped polling: memif teardown order, docs/nics.md)
@@ -14,157 +16,36 @@
 //! Each side prints the tables of what its own NIC saw; the client's result row adds the
 //! server's direction with `-b`, as perftest does.
 
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::net::{Ipv6Addr, TcpListener, TcpStream};
+use std::net::{Ipv6Addr, TcpListener};
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use anyhow::{Context as _, bail};
 use mrc_nic::io::dpdk::{DpdkIo, DpdkPorts};
 use mrc_nic::{MemoryRegion, Nic, NicConfig, NicHandle};
-use mrc_transport::Instant;
 use mrc_transport::verbs::{Access, CqHandle, MrKeys, QpCap, QpInitAttr, QpTransition, Qpn};
 use serde_json::{Value, json};
 
 use super::app::{PerfApp, QpRecord, QpWiring, lock};
 use super::backend::{
-    BUFFER_IOVA, FabricInfo, Hooks, SizeOutcome, app_params, finish_checks, host_memory, layout,
-    roles,
+    Addresses, BUFFER_IOVA, CpuMeter, FabricInfo, Hooks, QpAddress, SizeOutcome, app_params,
+    finish_checks, host_memory, layout, roles,
 };
+use super::check::SharedDest;
 use super::counters::Snapshot;
 use super::dpdk_plan::PlanEnds;
 use super::mem_backend::{connect, drive, endpoint_config, host_counters, init_attr, nic_addr};
 use super::settings::Settings;
+use exchange::{
+    EXCHANGE_TIMEOUT, Peer, connect_with_retry, mismatches, parameters, record_from, record_json,
+};
 use mrc_transport::verbs::RemoteNic;
 
-/// How long the exchange waits for the peer.
-const EXCHANGE_TIMEOUT: StdDuration = StdDuration::from_mins(1);
+mod exchange;
+
 /// memif marks a link down before its control thread is done with the disconnect; closing a
 /// port in that window double-frees (docs/nics.md).
 const DISCONNECT_GRACE: StdDuration = StdDuration::from_millis(100);
-
-/// The line channel to the peer.
-#[derive(Debug)]
-struct Peer {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl Peer {
-    fn new(stream: TcpStream) -> anyhow::Result<Self> {
-        stream.set_read_timeout(Some(EXCHANGE_TIMEOUT))?;
-        stream.set_nodelay(true)?;
-        Ok(Self {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
-        })
-    }
-
-    fn send(&mut self, line: &str) -> anyhow::Result<()> {
-        writeln!(self.writer, "{line}").context("the peer closed the exchange")?;
-        Ok(())
-    }
-
-    /// The next line, which must start with `word`; the rest of it.
-    fn expect(&mut self, word: &str) -> anyhow::Result<String> {
-        let mut line = String::new();
-        let n = self
-            .reader
-            .read_line(&mut line)
-            .with_context(|| format!("waiting for the peer's {word}"))?;
-        if n == 0 {
-            bail!("the peer closed the exchange before {word}");
-        }
-        let line = line.trim_end();
-        if let Some(why) = line.strip_prefix("ERR ") {
-            if why.starts_with("mismatched parameters") {
-                // The two command lines disagree: this one is as much to change as the peer's.
-                crate::bail_usage!("the peer refused: {why}");
-            }
-            bail!("the peer refused: {why}");
-        }
-        line.strip_prefix(word)
-            .map(|r| r.trim_start().to_owned())
-            .ok_or_else(|| anyhow::anyhow!("expected {word} from the peer, got {line:?}"))
-    }
-}
-
-/// What both sides must agree on.
-fn parameters(s: &Settings, planes: usize) -> Value {
-    json!({
-        "test": s.test.name(),
-        "-s": s.sizes,
-        "-n": s.iters,
-        "-D": s.duration.map(|d| d.0),
-        "-q": s.qps,
-        "-b": s.bidirectional,
-        "-t": s.tx_depth,
-        "-r": s.rx_depth,
-        "-Q": s.cq_mod,
-        "--cc": s.cc.name(),
-        "--evs": s.evs,
-        "planes": planes,
-        "--check": s.check,
-        "traffic": s.pattern.to_string(),
-    })
-}
-
-/// The parameters that differ, as `name: client X, server Y`.
-pub fn mismatches(client: &Value, server: &Value) -> Vec<String> {
-    let (Some(c), Some(s)) = (client.as_object(), server.as_object()) else {
-        return vec!["unreadable parameters".to_owned()];
-    };
-    c.iter()
-        .filter(|(k, v)| s.get(*k) != Some(v))
-        .map(|(k, v)| {
-            format!(
-                "{k}: client {v}, server {}",
-                s.get(k).unwrap_or(&Value::Null)
-            )
-        })
-        .collect()
-}
-
-fn record_json(r: &QpRecord) -> Value {
-    json!({
-        "posted": r.posted,
-        "completed": r.completed,
-        "received": r.received,
-        "post_times": r.post_times.iter().map(|t| t.0).collect::<Vec<_>>(),
-        "completions": r.completions.iter().map(|(n, t)| [*n, t.0]).collect::<Vec<_>>(),
-        "first_post": r.first_post.map(|t| t.0),
-        "last_completion": r.last_completion.map(|t| t.0),
-        "rtts_ns": r.rtts_ns,
-    })
-}
-
-fn record_from(v: &Value) -> QpRecord {
-    let u = |k: &str| v[k].as_u64().unwrap_or(0);
-    let t = |k: &str| v[k].as_u64().map(Instant);
-    let list = |k: &str| -> Vec<u64> {
-        v[k].as_array()
-            .map(|a| a.iter().filter_map(Value::as_u64).collect())
-            .unwrap_or_default()
-    };
-    QpRecord {
-        qpn: Qpn(0),
-        posted: u("posted"),
-        completed: u("completed"),
-        received: u("received"),
-        post_times: list("post_times").into_iter().map(Instant).collect(),
-        completions: v["completions"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|p| Some((p[0].as_u64()?, Instant(p[1].as_u64()?))))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        first_post: t("first_post"),
-        last_completion: t("last_completion"),
-        rtts_ns: list("rtts_ns"),
-    }
-}
 
 /// This process's side of a two-host run.
 #[derive(Debug)]
@@ -182,7 +63,28 @@ pub struct DpdkBackend {
     peer_addr: Ipv6Addr,
     info: FabricInfo,
     eal: Option<mrc_dpdk::Eal>,
+    /// The first size's QPs, connected to the peer's before the banner (perftest prints the
+    /// QPs' addresses after the exchange, before the table).
+    prepared: Option<Connected>,
 }
+
+/// This side's QPs of one size, connected to the peer's, and the buffer they use.
+#[derive(Debug)]
+struct Connected {
+    size: u64,
+    cq: CqHandle,
+    qpns: Vec<Qpn>,
+    keys: MrKeys,
+    /// `--check`: what this side receives, checked as it lands.
+    dest: Option<SharedDest>,
+    /// The peer's rkey, QPNs and NIC address, from its QPS line.
+    peer_rkey: u32,
+    peer_qpns: Vec<Qpn>,
+    peer_addr: Ipv6Addr,
+}
+
+/// The PSN of each role's QPs (client, server).
+const PSNS: [u32; 2] = [100, 200];
 
 impl DpdkBackend {
     pub fn new(s: &Settings) -> anyhow::Result<Self> {
@@ -288,6 +190,13 @@ impl DpdkBackend {
             e.apply(&mut ec);
         }
         let (payload_mtu, ev) = (ec.payload_mtu, ec.ev_profiles[0]);
+        if let Some(m) = s.perftest.mtu
+            && m != payload_mtu
+        {
+            crate::bail_usage!(
+                "-m {m}: the plan's IP MTU carries at most {payload_mtu}-byte payloads"
+            );
+        }
         let mut cfg = NicConfig::new(ec);
         cfg.thread_name = "mrc-perf-nic".into();
         if let Some(e) = &ends {
@@ -317,10 +226,17 @@ impl DpdkBackend {
             active_evs_per_plane: ev.active_per_plane,
             routing: if ends.is_some() { "SRv6" } else { "ECMP" },
             faults: Vec::new(),
-            exchange: "Ethernet (TCP)",
+            // perftest's name for its TCP exchange (as opposed to rdma_cm).
+            exchange: "Ethernet",
+            addresses: Addresses::default(),
         };
         eprintln!("mrc-perf: {what}");
-        Ok(Self {
+        if s.perftest.cpu_util && nic.cpu_time().is_none() {
+            crate::bail_usage!(
+                "--cpu_util: this system does not expose a thread's CPU time (/proc/self/task)"
+            );
+        }
+        let mut this = Self {
             settings: s.clone(),
             me,
             planes,
@@ -331,7 +247,41 @@ impl DpdkBackend {
             ends,
             info,
             eal: Some(eal),
-        })
+            prepared: None,
+        };
+        let first = this.connect_size(s.sizes.first().copied().unwrap_or(0))?;
+        this.info.addresses = this.addresses(&first);
+        this.prepared = Some(first);
+        Ok(this)
+    }
+
+    /// This side's NIC address.
+    fn my_addr(&self) -> Ipv6Addr {
+        self.ends
+            .as_ref()
+            .map_or(nic_addr(self.me), PlanEnds::nic_addr)
+    }
+
+    /// Both ends of every QP, from this side.
+    fn addresses(&self, c: &Connected) -> Addresses {
+        let s = &self.settings;
+        let me = usize::from(self.me);
+        let end = |qpns: &[Qpn], psn, rkey, gid| -> Vec<QpAddress> {
+            qpns.iter()
+                .enumerate()
+                .map(|(i, q)| QpAddress {
+                    qpn: q.0,
+                    psn,
+                    rkey,
+                    vaddr: layout(s, c.size).dst(i as u32),
+                    gid,
+                })
+                .collect()
+        };
+        Addresses {
+            local: end(&c.qpns, PSNS[me], c.keys.rkey, self.my_addr()),
+            remote: end(&c.peer_qpns, PSNS[1 - me], c.peer_rkey, c.peer_addr),
+        }
     }
 
     pub fn info(&self) -> &FabricInfo {
@@ -344,8 +294,8 @@ impl DpdkBackend {
             .expect("the exchange lives as long as the backend")
     }
 
-    /// Run one size against the peer.
-    pub fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
+    /// This side's QPs and buffer for `size`, exchanged with the peer's and connected.
+    fn connect_size(&mut self, size: u64) -> anyhow::Result<Connected> {
         let s = self.settings.clone();
         let handle = self.handle.clone();
         let h = &handle;
@@ -377,10 +327,7 @@ impl DpdkBackend {
             let region = MemoryRegion::from_slice(&vec![0u8; l.len() as usize]);
             (h.reg_mr(pd, BUFFER_IOVA, &region, access)?, None)
         };
-        let my_addr = self
-            .ends
-            .as_ref()
-            .map_or(nic_addr(self.me), PlanEnds::nic_addr);
+        let my_addr = self.my_addr();
         let list: Vec<String> = qpns.iter().map(|q| q.0.to_string()).collect();
         self.peer()
             .send(&format!("QPS {my_addr} {} {}", keys.rkey, list.join(",")))?;
@@ -403,15 +350,43 @@ impl DpdkBackend {
                 qpns.len()
             );
         }
-        let (my_psn, peer_psn) = if self.me == 0 { (100, 200) } else { (200, 100) };
+        let me = usize::from(self.me);
         let remote = RemoteNic {
             addr: self.peer_addr,
             host: self.ends.as_ref().map(|e| e.peer.0),
         };
         for (mine, theirs) in qpns.iter().zip(&theirs) {
-            connect(h, *mine, remote, *theirs, my_psn, peer_psn)?;
+            connect(h, *mine, remote, *theirs, PSNS[me], PSNS[1 - me])?;
         }
         wait_links(h)?;
+        Ok(Connected {
+            size,
+            cq,
+            qpns,
+            keys,
+            dest,
+            peer_rkey: rkey,
+            peer_qpns: theirs,
+            peer_addr: self.peer_addr,
+        })
+    }
+
+    /// Run one size against the peer (the first on the QPs connected at the start).
+    pub fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
+        let s = self.settings.clone();
+        let handle = self.handle.clone();
+        let h = &handle;
+        let Connected {
+            cq,
+            qpns,
+            keys,
+            dest,
+            peer_rkey: rkey,
+            ..
+        } = match self.prepared.take() {
+            Some(c) if c.size == size => c,
+            _ => self.connect_size(size)?,
+        };
         self.peer().send("READY")?;
         self.peer().expect("READY")?;
 
@@ -421,6 +396,7 @@ impl DpdkBackend {
         } else {
             (s_send, s_recv)
         };
+        let l = layout(&s, size);
         let wiring = (0..s.qps)
             .map(|i| QpWiring {
                 qpn: qpns[i as usize],
@@ -443,6 +419,12 @@ impl DpdkBackend {
                 hosts: vec![host_counters(me, h, planes, &qpns)?],
             })
         };
+        let cpu_time = || vec![self.nic.as_ref().and_then(Nic::cpu_time)];
+        let meter = s
+            .perftest
+            .cpu_util
+            .then(|| CpuMeter::start(&cpu_time()))
+            .flatten();
         let (mut error, elapsed) = drive(
             &s,
             size,
@@ -452,6 +434,7 @@ impl DpdkBackend {
             &[(h, cq)],
             &snapshot,
         )?;
+        let nic_cpu_percent = meter.and_then(|m| m.percent(&cpu_time()));
         let mine: Vec<QpRecord> = lock(&app).records().cloned().collect();
         let done = json!({
             "records": mine.iter().map(record_json).collect::<Vec<_>>(),
@@ -490,6 +473,7 @@ impl DpdkBackend {
             counters,
             check,
             error,
+            nic_cpu_percent,
         })
     }
 }
@@ -528,17 +512,6 @@ impl Drop for DpdkBackend {
     }
 }
 
-fn connect_with_retry(addr: &str) -> std::io::Result<TcpStream> {
-    let deadline = std::time::Instant::now() + StdDuration::from_secs(5);
-    loop {
-        match TcpStream::connect(addr) {
-            Ok(s) => return Ok(s),
-            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
-            Err(_) => std::thread::sleep(StdDuration::from_millis(100)),
-        }
-    }
-}
-
 /// Wait until every port can send (link up, next hop known).
 fn wait_links(h: &NicHandle) -> anyhow::Result<()> {
     let deadline = std::time::Instant::now() + EXCHANGE_TIMEOUT;
@@ -549,40 +522,4 @@ fn wait_links(h: &NicHandle) -> anyhow::Result<()> {
         std::thread::sleep(StdDuration::from_millis(5));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mismatches_name_both_values() {
-        let c = json!({"-s": [4096], "-n": 5});
-        let s = json!({"-s": [65536], "-n": 5});
-        assert_eq!(mismatches(&c, &s), ["-s: client [4096], server [65536]"]);
-        assert!(mismatches(&c, &c).is_empty());
-    }
-
-    #[test]
-    fn records_cross_the_exchange() {
-        let r = QpRecord {
-            qpn: Qpn(0),
-            posted: 3,
-            completed: 2,
-            received: 1,
-            post_times: vec![Instant(5), Instant(9)],
-            completions: vec![(2, Instant(20))],
-            first_post: Some(Instant(5)),
-            last_completion: Some(Instant(20)),
-            rtts_ns: vec![7],
-        };
-        let back = record_from(&record_json(&r));
-        assert_eq!(back.post_times, r.post_times);
-        assert_eq!(back.completions, r.completions);
-        assert_eq!((back.posted, back.completed, back.received), (3, 2, 1));
-        assert_eq!(
-            (back.first_post, back.last_completion),
-            (r.first_post, r.last_completion)
-        );
-    }
 }

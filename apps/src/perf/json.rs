@@ -11,9 +11,14 @@ use super::measure::{BwResult, LatResult};
 use super::settings::Settings;
 
 /// A result row of either kind.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Row {
-    Bw(BwResult),
+    /// The table's row (both directions added with `-b`) and, with `-b --report-both`, each
+    /// direction's own: the client's (local in one process) first.
+    Bw {
+        total: BwResult,
+        directions: Vec<BwResult>,
+    },
     Lat(LatResult),
 }
 
@@ -22,8 +27,8 @@ fn on_off(b: bool) -> &'static str {
 }
 
 fn row_json(r: &Row) -> Value {
-    match r {
-        Row::Bw(b) => json!({
+    let mut v = match r {
+        Row::Bw { total: b, .. } => json!({
             "MsgSize": b.size,
             "n_iterations": b.iterations,
             "BW_peak": b.peak,
@@ -45,7 +50,16 @@ fn row_json(r: &Row) -> Value {
             "percentile_99.9": l.p99_9,
             "tps_average": l.tps,
         }),
+    };
+    let cpu = match r {
+        Row::Bw { total, .. } => total.cpu_util,
+        Row::Lat(l) => l.cpu_util,
+    };
+    if let Some(c) = cpu {
+        // perftest's key (REPORT_EXT_CPU_UTIL_JSON).
+        v["CPU_util"] = json!(c);
     }
+    v
 }
 
 /// The whole document.
@@ -102,7 +116,8 @@ pub fn document(
         "test_info": {
             "test": s.test.name(),
             "Dual_port": "OFF",
-            "Device": format!("mrc-{} ({})", s.backend.name(), f.fabric),
+            "Device": s.backend.device(),
+            "Fabric": f.fabric,
             "Number_of_qps": s.qps,
             "Transport_type": "MRC",
             "Routing": f.routing,
@@ -127,6 +142,7 @@ pub fn document(
             "Clock": f.clock,
             "Hosts": [f.client, f.server],
             "Faults": f.faults,
+            "addresses": f.addresses,
         },
         "results": rows.last().map_or(Value::Null, row_json),
         "all_results": rows.iter().map(row_json).collect::<Vec<_>>(),

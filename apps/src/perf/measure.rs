@@ -5,15 +5,18 @@
 //!   are added, as perftest reports the sum.
 //! - BW peak, as perftest: the best message rate over every window that starts at a CQ
 //!   moderation boundary of the posts and ends at a signalled completion (all QPs merged).
-//!   Only in iterations mode; with `-D` it is 0, as perftest prints it.
-//! - Latency: half the round trip of each ping (perftest halves it for writes); median,
-//!   99 % and 99.9 % from an HDR histogram, min, max, mean and deviation exact.
+//!   Only in iterations mode; with `-D` or `-N` it is 0, as perftest prints it.
+//! - Latency: half the round trip of each ping (perftest halves it for writes), every figure
+//!   from the exact samples: t_typical is the median (the mean of the middle two of an even
+//!   count, as perftest), the percentiles the nearest rank (the sample at rank ⌈q·n⌉), so no
+//!   figure is ever above t_max.
 
-use hdrhistogram::Histogram;
 use mrc_transport::Instant;
 
 use super::app::QpRecord;
-use super::settings::BwUnits;
+use super::backend::SizeOutcome;
+use super::json::Row;
+use super::settings::{BwUnits, Settings};
 
 /// One row of a bandwidth table.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -31,6 +34,8 @@ pub struct BwResult {
     pub average: f64,
     /// Million messages per second.
     pub msg_rate_mpps: f64,
+    /// `--cpu_util`: the CPU the NIC thread(s) used, % of one core.
+    pub cpu_util: Option<f64>,
 }
 
 /// One row of a latency table, microseconds (one way: half the round trip).
@@ -47,10 +52,55 @@ pub struct LatResult {
     pub p99_9: f64,
     /// Round trips per second over the run (perftest's `tps average` with `-D`).
     pub tps: f64,
+    /// `--cpu_util`: the CPU the NIC thread(s) used, % of one core.
+    pub cpu_util: Option<f64>,
 }
 
-/// The bandwidth of one host's sending QPs.
-fn host_bw(size: u64, qps: &[&QpRecord], cq_mod: u64) -> (u64, u64, f64, f64) {
+/// The result row of one size, as perftest computes it from the records of the sending
+/// (bandwidth) or pinging (latency) QPs; with `-b --report-both`, each direction's too.
+pub fn row(s: &Settings, o: &SizeOutcome) -> Row {
+    let senders: Vec<Vec<&QpRecord>> = o
+        .records
+        .iter()
+        .zip(&o.sending)
+        .map(|(recs, send)| {
+            recs.iter()
+                .zip(send)
+                .filter(|(_, s)| **s)
+                .map(|(r, _)| r)
+                .collect()
+        })
+        .collect();
+    if s.test.is_bw() {
+        let counted = (s.duration.is_none() && !s.run_infinitely).then_some(s.iters);
+        let peak = counted.is_some() && !s.perftest.no_peak;
+        let bw = |hosts: &[Vec<&QpRecord>]| BwResult {
+            cpu_util: o.nic_cpu_percent,
+            ..bandwidth(o.size, hosts, s.cq_mod, s.units, counted, peak)
+        };
+        let directions = if s.perftest.report_both && s.bidirectional {
+            senders
+                .iter()
+                .map(|h| bw(std::slice::from_ref(h)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Row::Bw {
+            total: bw(&senders),
+            directions,
+        }
+    } else {
+        let pingers: Vec<&QpRecord> = senders.into_iter().flatten().collect();
+        Row::Lat(LatResult {
+            cpu_util: o.nic_cpu_percent,
+            ..latency(o.size, &pingers)
+        })
+    }
+}
+
+/// The bandwidth of one host's sending QPs (its peak in bytes per ns if `peak`, else 0).
+fn host_bw(size: u64, qps: &[&QpRecord], cq_mod: u64, peak: bool) -> (u64, u64, f64, f64) {
     let messages: u64 = qps.iter().map(|q| q.completed).sum();
     let first = qps.iter().filter_map(|q| q.first_post).min();
     let last = qps.iter().filter_map(|q| q.last_completion).max();
@@ -58,6 +108,10 @@ fn host_bw(size: u64, qps: &[&QpRecord], cq_mod: u64) -> (u64, u64, f64, f64) {
         (Some(a), Some(b)) => b.saturating_since(a).as_nanos(),
         _ => 0,
     };
+    let messages_bytes = messages as f64 * size as f64;
+    if !peak {
+        return (messages, elapsed, 0.0, messages_bytes);
+    }
     let mut posts: Vec<Instant> = qps
         .iter()
         .flat_map(|q| q.post_times.iter().copied())
@@ -89,22 +143,19 @@ fn host_bw(size: u64, qps: &[&QpRecord], cq_mod: u64) -> (u64, u64, f64, f64) {
             }
         }
     }
-    (
-        messages,
-        elapsed,
-        best_rate * size as f64,
-        messages as f64 * size as f64,
-    )
+    (messages, elapsed, best_rate * size as f64, messages_bytes)
 }
 
 /// A bandwidth row from the records of every host (`hosts[h]` = that host's QP records; only
-/// sending QPs should be given).
+/// sending QPs should be given). `counted_iters`: the iterations of an iterations-mode run;
+/// `peak`: measure the peak (else 0, as perftest prints it with `-N` or `-D`).
 pub fn bandwidth(
     size: u64,
     hosts: &[Vec<&QpRecord>],
     cq_mod: u32,
     units: BwUnits,
     counted_iters: Option<u64>,
+    peak: bool,
 ) -> BwResult {
     let mut r = BwResult {
         size,
@@ -115,17 +166,19 @@ pub fn bandwidth(
         peak: 0.0,
         average: 0.0,
         msg_rate_mpps: 0.0,
+        cpu_util: None,
     };
     let mut sending_qps = 0u64;
     for qps in hosts.iter().filter(|q| !q.is_empty()) {
-        let (messages, elapsed, peak_bytes_per_ns, bytes) = host_bw(size, qps, u64::from(cq_mod));
+        let (messages, elapsed, peak_bytes_per_ns, bytes) =
+            host_bw(size, qps, u64::from(cq_mod), peak);
         sending_qps += qps.len() as u64;
         r.messages += messages;
         r.bytes += bytes as u64;
         r.elapsed_ns = r.elapsed_ns.max(elapsed);
         let average = units.of(bytes, elapsed as f64);
         r.average += average;
-        if counted_iters.is_some() {
+        if peak {
             // The whole run is one of the windows: the peak is never below the average
             // (the max only absorbs rounding).
             r.peak += units.of(peak_bytes_per_ns, 1.0).max(average);
@@ -140,23 +193,18 @@ pub fn bandwidth(
 
 /// A latency row from the round trips of every pinging QP.
 pub fn latency(size: u64, qps: &[&QpRecord]) -> LatResult {
-    let rtts: Vec<u64> = qps.iter().flat_map(|q| q.rtts_ns.iter().copied()).collect();
-    let n = rtts.len() as u64;
-    // Half round trips in picoseconds, 1 ps to 1000 s, 3 significant digits.
-    let mut h = Histogram::<u64>::new_with_bounds(1, 1_000_000_000_000_000, 3)
-        .expect("bounds and precision are valid");
-    for &r in &rtts {
-        h.saturating_record((r * 1000 / 2).max(1));
-    }
-    let us = |ps: u64| ps as f64 / 1e6;
-    let halves: Vec<f64> = rtts.iter().map(|&r| r as f64 / 2e3).collect();
+    let mut rtts: Vec<u64> = qps.iter().flat_map(|q| q.rtts_ns.iter().copied()).collect();
+    rtts.sort_unstable();
+    let n = rtts.len();
+    // One way: half the round trip, in µs.
+    let us = |rtt_ns: u64| rtt_ns as f64 / 2e3;
     let mean = if n > 0 {
-        halves.iter().sum::<f64>() / n as f64
+        rtts.iter().map(|&r| us(r)).sum::<f64>() / n as f64
     } else {
         0.0
     };
     let var = if n > 1 {
-        halves.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+        rtts.iter().map(|&r| (us(r) - mean).powi(2)).sum::<f64>() / (n - 1) as f64
     } else {
         0.0
     };
@@ -168,24 +216,42 @@ pub fn latency(size: u64, qps: &[&QpRecord]) -> LatResult {
     };
     LatResult {
         size,
-        iterations: n / (qps.len().max(1) as u64),
-        t_min: if n > 0 {
-            halves.iter().copied().fold(f64::INFINITY, f64::min)
-        } else {
-            0.0
-        },
-        t_max: halves.iter().copied().fold(0.0, f64::max),
-        t_typical: us(h.value_at_quantile(0.5)),
+        iterations: n as u64 / (qps.len().max(1) as u64),
+        t_min: rtts.first().map_or(0.0, |&r| us(r)),
+        t_max: rtts.last().map_or(0.0, |&r| us(r)),
+        t_typical: median(&rtts).map_or(0.0, |m| m / 2e3),
         t_avg: mean,
         t_stdev: var.sqrt(),
-        p99: us(h.value_at_quantile(0.99)),
-        p99_9: us(h.value_at_quantile(0.999)),
+        p99: nearest_rank(&rtts, 0.99).map_or(0.0, us),
+        p99_9: nearest_rank(&rtts, 0.999).map_or(0.0, us),
         tps: if span > 0.0 {
             n as f64 * 1e9 / span
         } else {
             0.0
         },
+        cpu_util: None,
     }
+}
+
+/// The median of sorted samples: the middle one, or the mean of the middle two (perftest's).
+fn median(sorted: &[u64]) -> Option<f64> {
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2] as f64),
+        _ => Some(f64::midpoint(
+            sorted[n / 2 - 1] as f64,
+            sorted[n / 2] as f64,
+        )),
+    }
+}
+
+/// The `q` quantile of sorted samples by nearest rank: the sample at rank ⌈q·n⌉ (1-based),
+/// always one of the samples, so never above the largest.
+fn nearest_rank(sorted: &[u64], q: f64) -> Option<u64> {
+    let n = sorted.len();
+    let rank = (q * n as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, n.max(1)) - 1).copied()
 }
 
 #[cfg(test)]
@@ -221,7 +287,7 @@ mod tests {
     #[test]
     fn average_is_bytes_over_time_and_peak_is_at_least_that() {
         let q = steady(1000, 10);
-        let r = bandwidth(1 << 20, &[vec![&q]], 10, BwUnits::MiBps, Some(1000));
+        let r = bandwidth(1 << 20, &[vec![&q]], 10, BwUnits::MiBps, Some(1000), true);
         assert_eq!(r.bytes, 1000 << 20);
         assert_eq!(r.elapsed_ns, 1_009_000);
         // 1000 MiB in 1.009 ms.
@@ -236,13 +302,23 @@ mod tests {
     fn directions_add_up() {
         let a = steady(100, 10);
         let b = steady(100, 10);
-        let one = bandwidth(4096, &[vec![&a]], 10, BwUnits::Gbps, Some(100));
-        let two = bandwidth(4096, &[vec![&a], vec![&b]], 10, BwUnits::Gbps, Some(100));
+        let one = bandwidth(4096, &[vec![&a]], 10, BwUnits::Gbps, Some(100), true);
+        let two = bandwidth(
+            4096,
+            &[vec![&a], vec![&b]],
+            10,
+            BwUnits::Gbps,
+            Some(100),
+            true,
+        );
         assert_eq!(two.bytes, 2 * one.bytes);
         assert!((two.average - 2.0 * one.average).abs() < 1e-9);
-        let dur = bandwidth(4096, &[vec![&a]], 10, BwUnits::Gbps, None);
+        let dur = bandwidth(4096, &[vec![&a]], 10, BwUnits::Gbps, None, false);
         assert_eq!(dur.peak, 0.0, "no peak with -D, as perftest");
         assert_eq!(dur.iterations, 100);
+        let no_peak = bandwidth(4096, &[vec![&a]], 10, BwUnits::Gbps, Some(100), false);
+        assert_eq!(no_peak.peak, 0.0, "-N: no peak");
+        assert_eq!(no_peak.average, one.average);
     }
 
     #[test]
@@ -259,8 +335,57 @@ mod tests {
         assert!((r.t_min - 0.5).abs() < 1e-9);
         assert!((r.t_max - 50.0).abs() < 1e-9);
         assert!((r.t_avg - 25.25).abs() < 1e-9);
-        assert!((r.t_typical - 25.0).abs() < 0.05, "{}", r.t_typical);
-        assert!((r.p99 - 49.5).abs() < 0.05, "{}", r.p99);
+        // The median of 0.5 .. 50 in steps of 0.5: the mean of 25 and 25.5.
+        assert!((r.t_typical - 25.25).abs() < 1e-9, "{}", r.t_typical);
+        assert!((r.p99 - 49.5).abs() < 1e-9, "{}", r.p99);
+        assert!((r.p99_9 - 50.0).abs() < 1e-9, "{}", r.p99_9);
         assert!((r.tps - 100.0 / 5050e-6).abs() < 1e-6);
+    }
+
+    #[test]
+    fn percentiles_are_samples_and_never_above_t_max() {
+        // Values a 3-digit HDR histogram (what this used to read percentiles from) reports
+        // above the largest: a bucket answers with its highest equivalent value.
+        let mut q = QpRecord {
+            qpn: Qpn(1),
+            ..QpRecord::default()
+        };
+        q.rtts_ns = vec![2_009_801, 2_009_803, 2_009_799, 1_000_001, 2_009_807];
+        let r = latency(8, &[&q]);
+        assert_eq!(r.t_max, 2_009_807.0 / 2e3);
+        for (name, v) in [
+            ("t_typical", r.t_typical),
+            ("99%", r.p99),
+            ("99.9%", r.p99_9),
+        ] {
+            assert!(v <= r.t_max, "{name} {v} above t_max {}", r.t_max);
+            assert!(v >= r.t_min, "{name} {v} below t_min {}", r.t_min);
+        }
+        assert_eq!(r.p99, r.t_max, "the top rank of 5 samples is the largest");
+        assert_eq!(r.t_typical, 2_009_801.0 / 2e3, "the middle of five");
+        // One sample: every figure is it.
+        q.rtts_ns = vec![7_000];
+        let one = latency(8, &[&q]);
+        assert_eq!(
+            (one.t_min, one.t_typical, one.p99, one.p99_9),
+            (3.5, 3.5, 3.5, 3.5)
+        );
+        assert_eq!(one.t_max, 3.5);
+        // None: zeros, no panic.
+        q.rtts_ns.clear();
+        let none = latency(8, &[&q]);
+        assert_eq!((none.t_max, none.p99_9, none.t_typical), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn nearest_rank_and_median() {
+        let v: Vec<u64> = (1..=1000).collect();
+        assert_eq!(nearest_rank(&v, 0.99), Some(990));
+        assert_eq!(nearest_rank(&v, 0.999), Some(999));
+        assert_eq!(nearest_rank(&v, 1.0), Some(1000));
+        assert_eq!(nearest_rank(&v[..3], 0.5), Some(2));
+        assert_eq!(nearest_rank(&[], 0.5), None);
+        assert_eq!(median(&[1, 2, 3, 10]), Some(2.5));
+        assert_eq!(median(&[4]), Some(4.0));
     }
 }

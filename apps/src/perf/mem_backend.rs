@@ -19,8 +19,8 @@ use mrc_transport::{Duration, EndpointConfig, PathMode, PortConfig};
 
 use super::app::{PerfApp, QpWiring, SharedApp, lock};
 use super::backend::{
-    BUFFER_IOVA, FabricInfo, Hooks, Periods, SizeOutcome, app_params, finish_checks, host_memory,
-    layout, roles,
+    Addresses, BUFFER_IOVA, CpuMeter, FabricInfo, Hooks, Periods, QpAddress, SizeOutcome,
+    app_params, finish_checks, host_memory, layout, roles,
 };
 use super::check::SharedDest;
 use super::counters::{HostCounters, Snapshot};
@@ -237,6 +237,51 @@ pub struct MemBackend {
     settings: Settings,
     planes: u8,
     info: FabricInfo,
+    /// The first size's NICs, QPs and buffers, connected before the banner (perftest prints
+    /// the QPs' addresses after the exchange, before the table).
+    prepared: Option<Connected>,
+}
+
+/// Two NIC threads with their QPs connected and their buffers registered, for one size.
+struct Connected {
+    size: u64,
+    nics: Vec<Nic<MemIo>>,
+    sides: Vec<Side>,
+}
+
+impl std::fmt::Debug for Connected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connected")
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The PSNs the two NICs' QPs start at.
+const PSNS: [u32; 2] = [100, 200];
+
+impl Connected {
+    /// Both ends of every QP, from NIC 0's side.
+    fn addresses(&self, s: &Settings) -> Addresses {
+        let end = |h: usize| -> Vec<QpAddress> {
+            self.sides[h]
+                .qpns
+                .iter()
+                .enumerate()
+                .map(|(i, q)| QpAddress {
+                    qpn: q.0,
+                    psn: PSNS[h],
+                    rkey: self.sides[h].keys.rkey,
+                    vaddr: layout(s, self.size).dst(i as u32),
+                    gid: nic_addr(h as u16),
+                })
+                .collect()
+        };
+        Addresses {
+            local: end(0),
+            remote: end(1),
+        }
+    }
 }
 
 impl MemBackend {
@@ -249,6 +294,13 @@ impl MemBackend {
         ec.validate()
             .map_err(|e| crate::usage!("--evs {:?} on {planes} planes: {e}", settings.evs))?;
         let ev = ec.ev_profiles[0];
+        let first = settings.sizes.first().copied().unwrap_or(0);
+        let connected = connect_pair(settings, planes, first)?;
+        if settings.perftest.cpu_util && connected.nics.iter().any(|n| n.cpu_time().is_none()) {
+            crate::bail_usage!(
+                "--cpu_util: this system does not expose a thread's CPU time (/proc/self/task)"
+            );
+        }
         Ok(Self {
             settings: settings.clone(),
             planes,
@@ -267,7 +319,9 @@ impl MemBackend {
                 faults: Vec::new(),
                 routing: "ECMP",
                 exchange: "in process",
+                addresses: connected.addresses(settings),
             },
+            prepared: Some(connected),
         })
     }
 
@@ -275,53 +329,14 @@ impl MemBackend {
         &self.info
     }
 
-    /// Run one size on two fresh NICs.
+    /// Run one size on two fresh NICs (the first size on those connected at the start).
     pub fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
         let s = &self.settings;
         let planes = self.planes;
-        let mut fabric = MemFabric::new(usize::from(planes)).ring_depth(RING_DEPTH);
-        fabric.add_host(nic_addr(0));
-        fabric.add_host(nic_addr(1));
-        let (ios, _control) = fabric.build();
-        let [io0, io1]: [MemIo; 2] = ios
-            .try_into()
-            .map_err(|_| anyhow::anyhow!("the in-memory fabric has two hosts"))?;
-        let mut nics: Vec<Nic<MemIo>> = Vec::new();
-        let mut sides = Vec::new();
-        for (h, io) in [(0u16, io0), (1, io1)] {
-            let mut cfg = NicConfig::new(endpoint_config(s, h, planes));
-            cfg.next_hops = (0..planes)
-                .map(|p| NextHop::Static(router_mac(p)))
-                .collect();
-            cfg.thread_name = format!("nic{h}");
-            let (nic, handle) = Nic::spawn(cfg, io).context("starting a NIC thread")?;
-            nics.push(nic);
-            sides.push(make_side(&handle, s, size, u32::from(h))?);
-        }
-        for i in 0..s.qps as usize {
-            connect(
-                &sides[0].handle,
-                sides[0].qpns[i],
-                RemoteNic {
-                    addr: nic_addr(1),
-                    host: None,
-                },
-                sides[1].qpns[i],
-                100,
-                200,
-            )?;
-            connect(
-                &sides[1].handle,
-                sides[1].qpns[i],
-                RemoteNic {
-                    addr: nic_addr(0),
-                    host: None,
-                },
-                sides[0].qpns[i],
-                200,
-                100,
-            )?;
-        }
+        let Connected { nics, sides, .. } = match self.prepared.take() {
+            Some(c) if c.size == size => c,
+            _ => connect_pair(s, planes, size)?,
+        };
         let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
         let params = app_params(s, size);
         let l = layout(s, size);
@@ -358,7 +373,14 @@ impl MemBackend {
             (&sides[0].handle, sides[0].cq),
             (&sides[1].handle, sides[1].cq),
         ];
+        let cpu_times = || nics.iter().map(Nic::cpu_time).collect::<Vec<_>>();
+        let meter = s
+            .perftest
+            .cpu_util
+            .then(|| CpuMeter::start(&cpu_times()))
+            .flatten();
         let (error, elapsed) = drive(s, size, hooks, planes, &apps, &drivers, &snapshot)?;
+        let nic_cpu_percent = meter.and_then(|m| m.percent(&cpu_times()));
         let counters = snapshot(elapsed)?;
         let records: Vec<Vec<_>> = apps
             .iter()
@@ -376,6 +398,47 @@ impl MemBackend {
             counters,
             check,
             error,
+            nic_cpu_percent,
         })
     }
+}
+
+/// Two fresh NIC threads over a fresh in-memory fabric, their QPs connected to each other
+/// and their buffers of `size` messages registered.
+fn connect_pair(s: &Settings, planes: u8, size: u64) -> anyhow::Result<Connected> {
+    let mut fabric = MemFabric::new(usize::from(planes)).ring_depth(RING_DEPTH);
+    fabric.add_host(nic_addr(0));
+    fabric.add_host(nic_addr(1));
+    let (ios, _control) = fabric.build();
+    let [io0, io1]: [MemIo; 2] = ios
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("the in-memory fabric has two hosts"))?;
+    let mut nics: Vec<Nic<MemIo>> = Vec::new();
+    let mut sides = Vec::new();
+    for (h, io) in [(0u16, io0), (1, io1)] {
+        let mut cfg = NicConfig::new(endpoint_config(s, h, planes));
+        cfg.next_hops = (0..planes)
+            .map(|p| NextHop::Static(router_mac(p)))
+            .collect();
+        cfg.thread_name = format!("nic{h}");
+        let (nic, handle) = Nic::spawn(cfg, io).context("starting a NIC thread")?;
+        nics.push(nic);
+        sides.push(make_side(&handle, s, size, u32::from(h))?);
+    }
+    for i in 0..s.qps as usize {
+        for (me, peer) in [(0, 1), (1, 0)] {
+            connect(
+                &sides[me].handle,
+                sides[me].qpns[i],
+                RemoteNic {
+                    addr: nic_addr(peer as u16),
+                    host: None,
+                },
+                sides[peer].qpns[i],
+                PSNS[me],
+                PSNS[peer],
+            )?;
+        }
+    }
+    Ok(Connected { size, nics, sides })
 }

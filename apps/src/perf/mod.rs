@@ -86,27 +86,7 @@ impl RunOutcome {
 
 /// The result row of one size.
 pub fn row_of(s: &Settings, o: &SizeOutcome) -> Row {
-    let senders: Vec<Vec<&app::QpRecord>> = o
-        .records
-        .iter()
-        .zip(&o.sending)
-        .map(|(recs, send)| {
-            recs.iter()
-                .zip(send)
-                .filter(|(_, s)| **s)
-                .map(|(r, _)| r)
-                .collect()
-        })
-        .collect();
-    if s.test.is_bw() {
-        let counted = (s.duration.is_none() && !s.run_infinitely).then_some(s.iters);
-        Row::Bw(measure::bandwidth(
-            o.size, &senders, s.cq_mod, s.units, counted,
-        ))
-    } else {
-        let pingers: Vec<&app::QpRecord> = senders.into_iter().flatten().collect();
-        Row::Lat(measure::latency(o.size, &pingers))
-    }
+    measure::row(s, o)
 }
 
 /// Run every size, print the tables (and JSON), return what happened.
@@ -135,7 +115,9 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         _ => None,
     };
     out!("{}", report::header(s, &info));
-    outln!("{}", report::table_header(s));
+    if !report::quiet(s) {
+        outln!("{}", report::table_header(s));
+    }
     let hooks = Hooks {
         live: s.live_every.is_some() && !s.run_infinitely,
         metrics: exporter.clone(),
@@ -150,10 +132,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     for &size in &s.sizes {
         let o = backend.run_size(size, &hooks)?;
         let row = row_of(s, &o);
-        match &row {
-            Row::Bw(b) => outln!("{}", report::bw_row(b)),
-            Row::Lat(l) => outln!("{}", report::lat_row(l, s.duration.is_some())),
-        }
+        outln!("{}", report::row_text(s, &row));
         out.rows.push(row);
         out.counters.add(&o.counters);
         if let Some(e) = &exporter {
@@ -167,16 +146,18 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
             break;
         }
     }
-    out!("{}", report::plane_table(&out.counters));
-    out!("{}", report::ev_table(&out.counters, s.all_evs));
-    out!(
-        "{}",
-        report::fault_summary(s, &info, &out.counters, out.error.is_none())
-    );
-    if let Some(c) = &out.check {
-        outln!("{}", report::check_line(c));
+    if !report::quiet(s) {
+        out!("{}", report::plane_table(&out.counters));
+        out!("{}", report::ev_table(&out.counters, s.all_evs));
+        out!(
+            "{}",
+            report::fault_summary(s, &info, &out.counters, out.error.is_none())
+        );
+        if let Some(c) = &out.check {
+            outln!("{}", report::check_line(c));
+        }
+        outln!("{}", report::RULE);
     }
-    outln!("{}", report::RULE);
     if s.out_json || s.out_json_file.is_some() {
         let doc = json::document(
             s,

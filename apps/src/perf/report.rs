@@ -1,13 +1,20 @@
-//! The text a perftest user reads and parses: the banner, the settings block, the result
-//! tables with perftest's columns, then what perftest cannot show: per-plane and per-EV
-//! counters and how the faults were ridden through.
+//! The text a perftest user reads and parses: the banner, the settings block and the QPs'
+//! address lines, the result tables with perftest's columns and number formats, then what
+//! perftest cannot show: per-plane and per-EV counters and how the faults were ridden
+//! through. With `--output` only the one figure asked for, as perftest prints it.
+//!
+//! The strings are perftest's (src/perftest_parameters.h, perftest_communication.h): the
+//! bandwidth unit is perftest 4.x's `MB/sec` (2^20 bytes; perftest 24.07 and later spell the
+//! same figure `MiB/sec`).
 
 use std::fmt::Write as _;
+use std::net::Ipv6Addr;
 
-use super::backend::{CheckResult, FabricInfo, PeriodReport};
+use super::backend::{CheckResult, FabricInfo, PeriodReport, QpAddress};
 use super::counters::Snapshot;
+use super::json::Row;
 use super::measure::{BwResult, LatResult};
-use super::settings::{BackendKind, Settings, fmt_duration};
+use super::settings::{BackendKind, BwUnits, OutputFigure, Settings, TestKind, fmt_duration};
 
 /// perftest's separator line.
 pub const RULE: &str =
@@ -17,12 +24,39 @@ fn on_off(b: bool) -> &'static str {
     if b { "ON" } else { "OFF" }
 }
 
-/// The banner and settings block.
+/// `--output`: only the one figure goes to stdout (no banner, tables or counters).
+pub const fn quiet(s: &Settings) -> bool {
+    s.perftest.output.is_some()
+}
+
+/// perftest's test title: `RDMA_Write BW Test`, `RDMA_Write_imm Bidirectional BW Test`,
+/// `RDMA_Write Latency Test`.
+pub fn title(s: &Settings) -> String {
+    let verb = match s.test {
+        TestKind::WriteBw | TestKind::WriteLat => "RDMA_Write",
+        TestKind::WriteImmBw => "RDMA_Write_imm",
+    };
+    let kind = match (s.test.is_bw(), s.bidirectional) {
+        (true, true) => "Bidirectional BW",
+        (true, false) => "BW",
+        (false, _) => "Latency",
+    };
+    format!("{verb} {kind} Test")
+}
+
+/// The banner and settings block (perftest's lines first, then ours), and the QPs' address
+/// lines; nothing with `--output`.
 pub fn header(s: &Settings, f: &FabricInfo) -> String {
     let mut o = String::new();
+    if quiet(s) {
+        return o;
+    }
+    if s.test.is_bw() && s.duration.is_some() && !s.perftest.no_peak {
+        let _ = writeln!(o, " WARNING: BW peak won't be measured in this run.");
+    }
     let _ = writeln!(o, "{RULE}");
-    let _ = writeln!(o, "                    {}", s.test.banner());
-    let device = format!("mrc-{} ({})", s.backend.name(), f.fabric);
+    let _ = writeln!(o, "                    {}", title(s));
+    let device = s.backend.device();
     let _ = writeln!(o, " Dual-port       : OFF\t\tDevice         : {device}");
     let _ = writeln!(
         o,
@@ -30,14 +64,22 @@ pub fn header(s: &Settings, f: &FabricInfo) -> String {
         s.qps, f.routing
     );
     let _ = writeln!(o, " Connection type : RC\t\tUsing SRQ      : OFF");
-    let _ = writeln!(o, " Bidirectional   : {}", on_off(s.bidirectional));
     let _ = writeln!(o, " TX depth        : {}", s.tx_depth);
-    if !s.test.is_bw() || s.test == super::settings::TestKind::WriteImmBw {
+    if !s.test.is_bw() || s.test == TestKind::WriteImmBw {
         let _ = writeln!(o, " RX depth        : {}", s.rx_depth);
     }
-    let _ = writeln!(o, " CQ Moderation   : {}", s.cq_mod);
+    if s.test.is_bw() {
+        let _ = writeln!(o, " CQ Moderation   : {}", s.cq_mod);
+    }
     let _ = writeln!(o, " Mtu             : {}[B]", f.payload_mtu);
     let _ = writeln!(o, " Link type       : Ethernet");
+    if let Some(x) = s.perftest.gid_index {
+        let _ = writeln!(o, " GID index       : {x}");
+    }
+    let _ = writeln!(o, " Max inline data : 0[B]");
+    let _ = writeln!(o, " rdma_cm QPs\t : OFF");
+    let _ = writeln!(o, " Data ex. method : {}", f.exchange);
+    let _ = writeln!(o, " Fabric          : {}", f.fabric);
     if f.link_gbps > 0 {
         let _ = writeln!(o, " Planes          : {} x {} Gb/s", f.planes, f.link_gbps);
     } else {
@@ -86,45 +128,137 @@ pub fn header(s: &Settings, f: &FabricInfo) -> String {
         let _ = writeln!(o, " {label} {l}");
     }
     let _ = writeln!(o, " Data check      : {}", on_off(s.check));
-    let _ = writeln!(o, " Data ex. method : {}", f.exchange);
     let _ = writeln!(o, "{RULE}");
+    for (side, list) in [
+        ("local", &f.addresses.local),
+        ("remote", &f.addresses.remote),
+    ] {
+        for a in list {
+            let _ = writeln!(o, "{}", address_line(side, a));
+            let _ = writeln!(o, "{}", gid_line(a.gid));
+        }
+    }
     o
 }
 
-/// The column header of the result table.
+/// C's `printf("%#0Nx", v)` as glibc prints it: `0x` and hex digits zero-padded to `width`
+/// characters in all, except that zero has no `0x` (`%#04x` of 0 is `0000`).
+fn c_hex(v: u64, width: usize) -> String {
+    if v == 0 {
+        format!("{:0width$}", 0)
+    } else {
+        format!("{v:#0width$x}")
+    }
+}
+
+/// perftest's address line of one QP end (`ctx_print_pingpong_data`): ` local address: LID
+/// 0000 QPN 0x0002 PSN 0x000064 RKey 0x1234567 VAddr 0x00000010020000`. An MRC NIC has no
+/// LID (RoCE's is 0 too).
+pub fn address_line(side: &str, a: &QpAddress) -> String {
+    format!(
+        " {side} address: LID {} QPN {} PSN {} RKey {} VAddr {}",
+        c_hex(0, 4),
+        c_hex(u64::from(a.qpn), 6),
+        c_hex(u64::from(a.psn), 6),
+        c_hex(u64::from(a.rkey), 8),
+        c_hex(a.vaddr, 16)
+    )
+}
+
+/// perftest's GID line: the 16 bytes in decimal, two digits at least, colon-separated (a
+/// RoCE GID is the interface's IPv6 address, as an MRC NIC's is).
+pub fn gid_line(gid: Ipv6Addr) -> String {
+    let bytes: Vec<String> = gid.octets().iter().map(|b| format!("{b:02}")).collect();
+    format!(" GID: {}", bytes.join(":"))
+}
+
+/// The column header of the result table, after perftest's rule; nothing with `--output`.
 pub fn table_header(s: &Settings) -> String {
     let u = s.units.label();
-    if s.test.is_bw() {
+    let cols = if s.test.is_bw() {
         format!(" #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]")
     } else if s.duration.is_some() {
         " #bytes        #iterations       t_avg[usec]    tps average".to_owned()
     } else {
         " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    \
-         t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]"
+         t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
             .to_owned()
-    }
+    };
+    let cpu = if s.perftest.cpu_util {
+        "    CPU_Util[%]"
+    } else {
+        ""
+    };
+    format!("{RULE}\n{cols}{cpu}")
 }
 
-/// One bandwidth row.
-pub fn bw_row(r: &BwResult) -> String {
-    format!(
-        " {:<10} {:<14} {:<18.2} {:<22.2} {:.6}",
-        r.size, r.iterations, r.peak, r.average, r.msg_rate_mpps
-    )
+/// perftest's CPU column after a row (`\t    %-3.2f`).
+fn cpu_cell(cpu: Option<f64>) -> String {
+    cpu.map_or_else(String::new, |c| format!("\t    {c:<3.2}"))
 }
 
-/// One latency row (the short form with `-D`).
-pub fn lat_row(r: &LatResult, duration: bool) -> String {
-    if duration {
+/// One bandwidth row, in perftest's format (six decimals for Gb/s below 0.1, as perftest).
+pub fn bw_row(units: BwUnits, r: &BwResult) -> String {
+    let line = if units == BwUnits::Gbps && r.average < 0.1 {
         format!(
-            " {:<13} {:<17} {:<14.2} {:.2}",
-            r.size, r.iterations, r.t_avg, r.tps
+            " {:<7}    {}           {:<7.6}            {:<7.6}            {:<7.6}",
+            r.size, r.iterations, r.peak, r.average, r.msg_rate_mpps
         )
     } else {
         format!(
-            " {:<6} {:<13} {:<14.2} {:<12.2} {:<18.2} {:<14.2} {:<15.2} {:<22.2} {:.2}",
-            r.size, r.iterations, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p99_9
+            " {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}",
+            r.size, r.iterations, r.peak, r.average, r.msg_rate_mpps
         )
+    };
+    line + &cpu_cell(r.cpu_util)
+}
+
+/// One latency row in perftest's format (the short form with `-D`).
+pub fn lat_row(r: &LatResult, duration: bool) -> String {
+    if duration {
+        format!(
+            " {:<7}       {}            {:<7.2}        {:<7.2}",
+            r.size, r.iterations, r.t_avg, r.tps
+        ) + &cpu_cell(r.cpu_util)
+    } else {
+        format!(
+            " {:<7} {}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t\
+             {:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
+            r.size, r.iterations, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p99_9
+        ) + &cpu_cell(r.cpu_util)
+    }
+}
+
+/// The figure `--output` prints, as perftest prints it (`%lf`).
+fn figure(f: OutputFigure, bw: Option<&BwResult>, lat: Option<&LatResult>) -> String {
+    let v = match (f, bw, lat) {
+        (OutputFigure::Bandwidth, Some(b), _) => b.average,
+        (OutputFigure::MessageRate, Some(b), _) => b.msg_rate_mpps,
+        (OutputFigure::Latency, _, Some(l)) => l.t_avg,
+        _ => 0.0,
+    };
+    format!("{v:.6}")
+}
+
+/// What a size prints: its row (the one figure with `--output`) and, with `-b
+/// --report-both`, perftest's Local and Remote sections after it.
+pub fn row_text(s: &Settings, row: &Row) -> String {
+    match (row, s.perftest.output) {
+        (Row::Bw { total, .. }, Some(f)) => figure(f, Some(total), None),
+        (Row::Lat(l), Some(f)) => figure(f, None, Some(l)),
+        (Row::Lat(l), None) => lat_row(l, s.duration.is_some()),
+        (Row::Bw { total, directions }, None) => {
+            let mut o = bw_row(s.units, total);
+            for (name, d) in ["Local", "Remote"].iter().zip(directions) {
+                let _ = write!(
+                    o,
+                    "\n{RULE}\n\n {name} results: \n{}\n{}",
+                    table_header(s),
+                    bw_row(s.units, d)
+                );
+            }
+            o
+        }
     }
 }
 
@@ -132,26 +266,36 @@ pub fn lat_row(r: &LatResult, duration: bool) -> String {
 pub fn print_period(s: &Settings, p: &PeriodReport) {
     let line = if s.test.is_bw() {
         let bytes = p.bytes as f64;
-        format!(
-            " {:<10} {:<14} {:<18.2} {:<22.2} {:.6}",
-            p.size,
-            p.messages / u64::from(p.qps.max(1)),
-            0.0,
-            s.units.of(bytes, p.period_ns as f64),
-            p.messages as f64 * 1e3 / p.period_ns as f64
-        )
+        let r = BwResult {
+            size: p.size,
+            iterations: p.messages / u64::from(p.qps.max(1)),
+            messages: p.messages,
+            bytes: bytes as u64,
+            elapsed_ns: p.period_ns,
+            peak: 0.0,
+            average: s.units.of(bytes, p.period_ns as f64),
+            msg_rate_mpps: p.messages as f64 * 1e3 / p.period_ns as f64,
+            cpu_util: None,
+        };
+        match s.perftest.output {
+            Some(f) => figure(f, Some(&r), None),
+            None => bw_row(s.units, &r),
+        }
     } else {
         let n = p.rtts_ns.len().max(1) as f64;
-        let avg = p.rtts_ns.iter().sum::<u64>() as f64 / n / 2e3;
-        format!(
-            " {:<13} {:<17} {:<14.2} {:.2}",
-            p.size,
-            p.rtts_ns.len(),
-            avg,
-            p.rtts_ns.len() as f64 * 1e9 / p.period_ns as f64
-        )
+        let r = LatResult {
+            size: p.size,
+            iterations: p.rtts_ns.len() as u64,
+            t_avg: p.rtts_ns.iter().sum::<u64>() as f64 / n / 2e3,
+            tps: p.rtts_ns.len() as f64 * 1e9 / p.period_ns as f64,
+            ..super::measure::latency(p.size, &[])
+        };
+        match s.perftest.output {
+            Some(f) => figure(f, None, Some(&r)),
+            None => lat_row(&r, true),
+        }
     };
-    println!("{line}");
+    crate::outln!("{line}");
 }
 
 fn human(bytes: u64) -> String {

@@ -35,7 +35,7 @@ impl TestKind {
     pub const fn banner(self) -> &'static str {
         match self {
             Self::WriteBw => "RDMA_Write BW Test",
-            Self::WriteImmBw => "RDMA_Write_with_Imm BW Test",
+            Self::WriteImmBw => "RDMA_Write_imm BW Test",
             Self::WriteLat => "RDMA_Write Latency Test",
         }
     }
@@ -80,6 +80,15 @@ impl BackendKind {
             Self::Dpdk => "dpdk",
         }
     }
+
+    /// The device name perftest's `-d` and banner use.
+    pub const fn device(self) -> &'static str {
+        match self {
+            Self::Sim => "mrc-sim",
+            Self::Mem => "mrc-mem",
+            Self::Dpdk => "mrc-dpdk",
+        }
+    }
 }
 
 /// Congestion control and transport mode of the QPs.
@@ -106,7 +115,8 @@ impl CcChoice {
 /// Bandwidth units of the tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BwUnits {
-    /// MiB/s (2^20 bytes), perftest's default.
+    /// 2^20 bytes per second, perftest's default, which it labels `MB/sec` (perftest 4.x,
+    /// Debian 12's; perftest 24.07 and later print `MiB/sec` for the same figure).
     MiBps,
     /// Gb/s (10^9 bits), `--report_gbits`.
     Gbps,
@@ -116,7 +126,7 @@ impl BwUnits {
     /// The column unit perftest prints.
     pub const fn label(self) -> &'static str {
         match self {
-            Self::MiBps => "MiB/sec",
+            Self::MiBps => "MB/sec",
             Self::Gbps => "Gb/sec",
         }
     }
@@ -132,6 +142,34 @@ impl BwUnits {
             Self::Gbps => per_sec * 8.0 / 1e9,
         }
     }
+}
+
+/// The one figure `--output` prints instead of the tables (perftest's verbosity levels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFigure {
+    /// `--output=bandwidth`: BW average, in the table's units.
+    Bandwidth,
+    /// `--output=message_rate`: MsgRate, Mpps.
+    MessageRate,
+    /// `--output=latency`: t_avg, usec.
+    Latency,
+}
+
+/// What perftest's remaining options ask for (`cli/perftest.rs` checks them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PerftestOpts {
+    /// Payload bytes per packet (`-m`); `None`: the engine's (4096, or what the plan carries).
+    pub mtu: Option<u32>,
+    /// No BW peak (`-N`): printed as 0, as perftest does.
+    pub no_peak: bool,
+    /// Print only this figure (`--output`).
+    pub output: Option<OutputFigure>,
+    /// The `CPU_Util[%]` column: the CPU the NIC thread(s) used (`--cpu_util`).
+    pub cpu_util: bool,
+    /// With `-b`, each direction's table after the sum (`--report-both`).
+    pub report_both: bool,
+    /// The GID index asked for (`-x`), shown in the banner.
+    pub gid_index: Option<u32>,
 }
 
 /// A rate limit (`--rate_limit` with `--rate_units`).
@@ -274,6 +312,9 @@ pub struct Settings {
     pub seed: u64,
     /// Per-EV table: every EV, or only those that carried data or changed state.
     pub all_evs: bool,
+    /// perftest's remaining options (`-m`, `-N`, `--output`, `--cpu_util`, `--report-both`,
+    /// `-x`).
+    pub perftest: PerftestOpts,
 }
 
 impl Settings {

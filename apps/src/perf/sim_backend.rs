@@ -11,15 +11,16 @@ use mrc_sim::{ConnOpts, Fault, RunLimit, Sim, SimConfig, SimTime};
 use mrc_srv6::plan::{HostId, LinkTier, Plan};
 use mrc_transport::cc::{CcProfile, DcqcnConfig, NsccConfig};
 use mrc_transport::verbs::{
-    InitAttr, QpCap, Qpn, RecvWr, SendWr, TransportMode, VerbsError, WorkCompletion,
+    InitAttr, Memory, MrKeys, QpCap, Qpn, RecvWr, SendWr, TransportMode, VerbsError, WorkCompletion,
 };
 use mrc_transport::{Duration, EndpointConfig, Instant};
 
 use super::app::{PerfApp, QpWiring, lock};
 use super::backend::{
-    BUFFER_IOVA, FabricInfo, Hooks, Periods, SizeOutcome, app_params, finish_checks, host_memory,
-    layout, roles,
+    Addresses, BUFFER_IOVA, FabricInfo, Hooks, Periods, QpAddress, SizeOutcome, app_params,
+    finish_checks, host_memory, layout, roles,
 };
+use super::check::SharedDest;
 use super::counters::{HostCounters, Snapshot};
 use super::faults;
 use super::live::Live;
@@ -147,14 +148,45 @@ impl SimBackend {
             );
         }
         let (client, server) = ends(&plan);
-        // Build one engine configuration to learn the MTU and EV profile it resolves to.
-        let sim = Sim::new(plan.clone(), sim_config(settings))
+        // Build the fabric once to learn the MTU and EV profile the engines resolve to, and
+        // the QPs' addresses: every size's fresh fabric is built alike, so they are the same.
+        let mut sim = Sim::new(plan.clone(), sim_config(settings))
             .context("building the simulated fabric")?;
         let ec = sim.endpoint(client).config();
         let ev = ec.ev_profiles[0];
         let paths = plan
             .path_count(HostId(client), HostId(server), 0)
             .unwrap_or(0);
+        let payload_mtu = ec.payload_mtu;
+        if let Some(m) = settings.perftest.mtu
+            && m != payload_mtu
+        {
+            crate::bail_usage!(
+                "-m {m}: plan {:?} (IP MTU {}) carries at most {payload_mtu}-byte payloads",
+                plan.name(),
+                plan.mtu()
+            );
+        }
+        let size = settings.sizes.first().copied().unwrap_or(0);
+        let (keys, conns, _) = wire_up(&mut sim, settings, size, client, server, None)?;
+        let l = layout(settings, size);
+        let end = |h: u32, k: usize, qpn: fn(&mrc_sim::Conn) -> Qpn| -> Vec<QpAddress> {
+            conns
+                .iter()
+                .enumerate()
+                .map(|(i, conn)| QpAddress {
+                    qpn: qpn(conn).0,
+                    psn: SIM_PSN,
+                    rkey: keys[k].rkey,
+                    vaddr: l.dst(i as u32),
+                    gid: plan.nic_addr(HostId(h)),
+                })
+                .collect()
+        };
+        let addresses = Addresses {
+            local: end(client, 0, |c| c.a.qpn),
+            remote: end(server, 1, |c| c.b.qpn),
+        };
         let faults = faults::schedule(
             &settings.faults,
             &plan,
@@ -170,7 +202,7 @@ impl SimBackend {
             client: format!("h{client}"),
             server: format!("h{server}"),
             link_gbps: plan.link_params(LinkTier::Host).speed_gbps,
-            payload_mtu: ec.payload_mtu,
+            payload_mtu,
             paths_per_plane: paths,
             // A QP has as many EVs per plane as the profile asks or the plan has paths.
             evs_per_plane: ev.evs_per_plane.min(paths as u16),
@@ -181,6 +213,7 @@ impl SimBackend {
                 mrc_sim::Routing::Ecmp => "ECMP",
             },
             exchange: "simulator",
+            addresses,
         };
         Ok(Self {
             settings: settings.clone(),
@@ -214,40 +247,8 @@ impl SimBackend {
         let mut sim = Sim::new(self.plan.clone(), cfg)?;
         let (c, v) = (self.client, self.server);
         let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
-        let init = InitAttr {
-            ev_profile: 0,
-            cc_profile: 0,
-            mode: if s.cc == CcChoice::Roce {
-                TransportMode::RoceLike
-            } else {
-                TransportMode::Mrc
-            },
-        };
-        let opts = ConnOpts {
-            init,
-            cap: QpCap {
-                max_send_wr: s.tx_depth.max(s.cq_mod) + 1,
-                max_recv_wr: s.rx_depth.max(1),
-                max_send_sge: 1,
-            },
-            ..ConnOpts::default()
-        };
-        let mut keys = Vec::new();
-        let mut dests = Vec::new();
-        for (h, peer) in [(c, v), (v, c)] {
-            let (mem, dest) = host_memory(s, size, peer);
-            let mem = match hooks.memory {
-                Some(wrap) => wrap(mem),
-                None => mem,
-            };
-            keys.push(sim.register(h, BUFFER_IOVA, mem)?);
-            dests.push(dest);
-        }
+        let (keys, conns, dests) = wire_up(&mut sim, s, size, c, v, hooks.memory)?;
         let l = layout(s, size);
-        let mut conns = Vec::new();
-        for _ in 0..s.qps {
-            conns.push(sim.connect(c, v, opts)?);
-        }
         let wire = |me: usize, send, receive| -> Vec<QpWiring> {
             conns
                 .iter()
@@ -336,24 +337,84 @@ impl SimBackend {
             counters,
             check,
             error,
+            nic_cpu_percent: None,
         })
     }
 }
 
+/// The PSN both ends of a QP start at: [`Sim::connect`] moves them to RTR and RTS with 0.
+const SIM_PSN: u32 = 0;
+
+/// What [`wire_up`] made: both hosts' keys, the connections, and under `--check` the state
+/// of what each host receives.
+type Wired = (Vec<MrKeys>, Vec<mrc_sim::Conn>, Vec<Option<SharedDest>>);
+
+/// Register both hosts' buffers (through `wrap`, if a test interposes) and connect the QPs,
+/// client (`c`) to server (`v`).
+fn wire_up(
+    sim: &mut Sim,
+    s: &Settings,
+    size: u64,
+    c: u32,
+    v: u32,
+    wrap: Option<fn(Box<dyn Memory>) -> Box<dyn Memory>>,
+) -> anyhow::Result<Wired> {
+    let init = InitAttr {
+        ev_profile: 0,
+        cc_profile: 0,
+        mode: if s.cc == CcChoice::Roce {
+            TransportMode::RoceLike
+        } else {
+            TransportMode::Mrc
+        },
+    };
+    let opts = ConnOpts {
+        init,
+        cap: QpCap {
+            max_send_wr: s.tx_depth.max(s.cq_mod) + 1,
+            max_recv_wr: s.rx_depth.max(1),
+            max_send_sge: 1,
+        },
+        ..ConnOpts::default()
+    };
+    let mut keys = Vec::new();
+    let mut dests = Vec::new();
+    for (h, peer) in [(c, v), (v, c)] {
+        let (mem, dest) = host_memory(s, size, peer);
+        let mem = match wrap {
+            Some(wrap) => wrap(mem),
+            None => mem,
+        };
+        keys.push(sim.register(h, BUFFER_IOVA, mem)?);
+        dests.push(dest);
+    }
+    let mut conns = Vec::new();
+    for _ in 0..s.qps {
+        conns.push(sim.connect(c, v, opts)?);
+    }
+    Ok((keys, conns, dests))
+}
+
 /// The simulator configuration: seed, CC profile, EV profile, trimming.
 fn sim_config(s: &Settings) -> SimConfig {
-    let cc = s.cc;
-    let evs = s.evs;
+    let (cc, evs, mtu) = (s.cc, s.evs, s.perftest.mtu);
     SimConfig {
         seed: s.seed,
         trim: cc != CcChoice::Roce,
-        endpoint_tweak: Some(Arc::new(move |_, ec| profiles(cc, evs, ec))),
+        endpoint_tweak: Some(Arc::new(move |_, ec| profiles(cc, evs, mtu, ec))),
         ..SimConfig::default()
     }
 }
 
-/// The CC profile (`--cc`) and EV profile (`--evs`) every QP uses (profile 0 of each).
-fn profiles(cc: CcChoice, evs: Option<u16>, ec: &mut EndpointConfig) {
+/// The CC profile (`--cc`) and EV profile (`--evs`) every QP uses (profile 0 of each), and
+/// the payload MTU (`-m`) where it is no larger than what the configuration carries (a
+/// plan's MTU caps it; the backend refuses an `-m` it could not honour).
+fn profiles(cc: CcChoice, evs: Option<u16>, mtu: Option<u32>, ec: &mut EndpointConfig) {
+    if let Some(m) = mtu
+        && m <= ec.payload_mtu
+    {
+        ec.payload_mtu = m;
+    }
     ec.cc_profiles = vec![match cc {
         CcChoice::Nscc => CcProfile::Nscc(NsccConfig::default()),
         CcChoice::Fixed => CcProfile::Fixed { window_bytes: None },
@@ -369,7 +430,7 @@ fn profiles(cc: CcChoice, evs: Option<u16>, ec: &mut EndpointConfig) {
 
 /// [`profiles`] from the settings.
 pub fn apply_profiles(s: &Settings, ec: &mut EndpointConfig) {
-    profiles(s.cc, s.evs, ec);
+    profiles(s.cc, s.evs, s.perftest.mtu, ec);
 }
 
 /// How long a size should take in virtual time, ns: the bytes over the hosts' line rate, or
@@ -500,6 +561,47 @@ mod tests {
         );
         assert!(c.bytes_wrong >= 4096, "{c:?}");
         assert!(c.first_error.unwrap().contains("message"));
+    }
+
+    #[test]
+    fn mtu_is_the_payload_per_packet_up_to_what_the_plan_carries() {
+        use clap::Parser as _;
+        let settings = |args: &[&str]| {
+            let mut v = vec!["mrc-perf"];
+            v.extend_from_slice(args);
+            super::super::cli::Args::try_parse_from(v)
+                .unwrap()
+                .settings()
+                .unwrap()
+        };
+        let b = SimBackend::new(&settings(&["-m", "1024"])).unwrap();
+        assert_eq!(b.info().payload_mtu, 1024);
+        let b = SimBackend::new(&settings(&[])).unwrap();
+        assert_eq!(b.info().payload_mtu, 4096, "the engine's default");
+        // plans/small.toml's IP MTU of 3000 carries 2048-byte payloads with MRC's headers.
+        let e = SimBackend::new(&settings(&["--plan", "small", "-m", "4096"])).unwrap_err();
+        assert!(crate::tool::is_usage(&e), "{e}");
+        assert!(e.to_string().contains("at most 2048"), "{e}");
+        let b = SimBackend::new(&settings(&["--plan", "small", "-m", "2048"])).unwrap();
+        assert_eq!(b.info().payload_mtu, 2048);
+    }
+
+    #[test]
+    fn addresses_are_those_of_the_run() {
+        use clap::Parser as _;
+        let s = super::super::cli::Args::try_parse_from(["mrc-perf", "-q", "3", "-n", "2"])
+            .unwrap()
+            .settings()
+            .unwrap();
+        let mut b = SimBackend::new(&s).unwrap();
+        let a = b.info().addresses.clone();
+        assert_eq!((a.local.len(), a.remote.len()), (3, 3));
+        let o = b.run_size(65536, &Hooks::default()).unwrap();
+        for (h, side) in [(0, &a.local), (1, &a.remote)] {
+            let ran: Vec<u32> = o.counters.hosts[h].qps.iter().map(|q| q.qpn).collect();
+            let shown: Vec<u32> = side.iter().map(|x| x.qpn).collect();
+            assert_eq!(ran, shown, "host {h}");
+        }
     }
 
     #[test]

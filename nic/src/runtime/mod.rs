@@ -13,6 +13,7 @@
 //!    budget, on the ports with room, and flushes partial bursts;
 //! 7. forwards the engine's events, and moves completions to the application's CQ rings.
 
+mod cpu;
 mod state;
 
 use std::sync::Arc;
@@ -354,6 +355,8 @@ impl Drop for RunningFlag {
 pub struct Nic<P: PacketIo + 'static> {
     thread: Option<std::thread::JoinHandle<Result<NicExit<P>, NicError>>>,
     shared: Arc<Shared>,
+    /// The thread's id in `/proc` (Linux), for [`cpu_time`](Self::cpu_time).
+    tid: Option<u32>,
 }
 
 impl<P: PacketIo + 'static> Nic<P> {
@@ -362,13 +365,17 @@ impl<P: PacketIo + 'static> Nic<P> {
         let name = config.thread_name.clone();
         let (runner, handle) = NicRunner::new(config, io)?;
         let shared = Arc::clone(&runner.shared);
-        let thread = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || runner.run())?;
+        let (tid_tx, tid_rx) = std::sync::mpsc::sync_channel(1);
+        let thread = std::thread::Builder::new().name(name).spawn(move || {
+            let _ = tid_tx.send(cpu::current_tid());
+            runner.run()
+        })?;
+        let tid = tid_rx.recv().ok().flatten();
         Ok((
             Self {
                 thread: Some(thread),
                 shared,
+                tid,
             },
             handle,
         ))
@@ -377,6 +384,12 @@ impl<P: PacketIo + 'static> Nic<P> {
     /// Whether the NIC thread is still polling.
     pub fn is_running(&self) -> bool {
         self.shared.is_running()
+    }
+
+    /// CPU time the NIC thread has used since it started (Linux; `None` elsewhere or once
+    /// it ended). Over a run, its growth ÷ the wall time is the share of a core the NIC took.
+    pub fn cpu_time(&self) -> Option<std::time::Duration> {
+        self.tid.and_then(cpu::thread_cpu_time)
     }
 
     /// Stops the NIC thread and waits for it; returns its ports and final counters.
