@@ -107,7 +107,9 @@ impl Source<'_> {
             return None; // a default, not in the file
         }
         let start = span.start.min(self.text.len());
-        Some(self.text[..start].bytes().filter(|&b| b == b'\n').count() + 1)
+        let line = self.text[..start].bytes().filter(|&b| b == b'\n').count() + 1;
+        // An error at the very end (an unclosed string) is on the last line, not past it.
+        Some(line.min(self.text.lines().count().max(1)))
     }
 
     /// The dotted key written on the line holding `offset` (`links.host.speed_gbps`), if that

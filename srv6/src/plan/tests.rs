@@ -346,6 +346,10 @@ fn errors_name_file_line_and_field() {
     let e = err("planes = [\n");
     assert!(e.line.is_some(), "{e}");
 
+    // An unclosed string runs to the end of the file: the error is on its last line.
+    let e = err(&format!("{SMALL_PLAN_TOML}name = \"\"\"x\n"));
+    assert_eq!(e.line, Some(SMALL_PLAN_TOML.lines().count() + 1), "{e}");
+
     let e = err("planes = 2\n");
     assert_eq!((e.line, e.field.as_deref()), (None, None), "{e}");
     assert!(
