@@ -96,30 +96,46 @@ impl SimConfig {
     /// `routing` ("srv6" | "ecmp"), `host_tx_ring` (integer), `seed` (integer).
     pub fn from_plan(plan: &Plan) -> Result<Self, SimTableError> {
         let mut c = Self::default();
+        c.apply_plan(plan)?;
+        Ok(c)
+    }
+
+    /// Override this configuration with the keys the plan's `[sim]` table sets (those it does
+    /// not set keep their values).
+    pub fn apply_plan(&mut self, plan: &Plan) -> Result<(), SimTableError> {
         for (k, v) in plan.sim() {
-            let bad = || SimTableError(format!("bad value for {k}: {v}"));
+            let bad = |want: &str| SimTableError(format!("{k} = {v}: {want}"));
             match k.as_str() {
-                "trim" => c.trim = v.as_bool().ok_or_else(bad)?,
-                "ecn" => c.ecn = v.as_bool().ok_or_else(bad)?,
+                "trim" => self.trim = v.as_bool().ok_or_else(|| bad("use true or false"))?,
+                "ecn" => self.ecn = v.as_bool().ok_or_else(|| bad("use true or false"))?,
                 "routing" => {
-                    c.routing = match v.as_str() {
+                    self.routing = match v.as_str() {
                         Some("srv6") => Routing::Srv6,
                         Some("ecmp") => Routing::Ecmp,
-                        _ => return Err(bad()),
+                        _ => return Err(bad("use \"srv6\" or \"ecmp\"")),
                     }
                 }
                 "host_tx_ring" => {
-                    c.host_tx_ring = v
+                    self.host_tx_ring = v
                         .as_integer()
                         .and_then(|n| usize::try_from(n).ok())
                         .filter(|&n| n > 0)
-                        .ok_or_else(bad)?;
+                        .ok_or_else(|| bad("use a whole number of frames, 1 or more"))?;
                 }
-                "seed" => c.seed = v.as_integer().ok_or_else(bad)? as u64,
-                _ => return Err(SimTableError(format!("unknown key {k}"))),
+                "seed" => {
+                    self.seed = v
+                        .as_integer()
+                        .and_then(|n| u64::try_from(n).ok())
+                        .ok_or_else(|| bad("use a whole number, 0 or more"))?;
+                }
+                _ => {
+                    return Err(SimTableError(format!(
+                        "unknown key {k} (the keys are trim, ecn, routing, host_tx_ring, seed)"
+                    )));
+                }
             }
         }
-        Ok(c)
+        Ok(())
     }
 
     /// The model of a switch egress port onto a link of `tier`; `last_hop` for a T0 downlink

@@ -33,6 +33,8 @@ pub enum Event {
     AppTimer { host: u32 },
     /// Fault number `index` of the schedule takes effect.
     Fault { index: u32 },
+    /// The link of fault `index` (a flap) comes back up.
+    FlapUp { index: u32 },
     /// Periodic statistics for the observer.
     Sample,
 }

@@ -13,6 +13,24 @@ pub struct SimTime(pub u64);
 impl SimTime {
     pub const ZERO: Self = Self(0);
     pub const MAX: Self = Self(u64::MAX);
+    /// The last whole microsecond the clock reaches (about 213 days).
+    pub const MAX_MICROS: u64 = u64::MAX / 1_000_000;
+
+    /// `us` microseconds, if the clock reaches them ([`Self::MAX_MICROS`]).
+    pub const fn from_micros(us: u64) -> Option<Self> {
+        match us.checked_mul(1_000_000) {
+            Some(ps) => Some(Self(ps)),
+            None => None,
+        }
+    }
+
+    /// `ns` nanoseconds, if the clock reaches them.
+    pub const fn from_nanos(ns: u64) -> Option<Self> {
+        match ns.checked_mul(1000) {
+            Some(ps) => Some(Self(ps)),
+            None => None,
+        }
+    }
 
     /// From an engine instant (nanoseconds).
     pub const fn from_instant(t: Instant) -> Self {
@@ -63,5 +81,11 @@ mod tests {
         assert_eq!(serialisation_ps(1, 100), 80);
         assert_eq!(SimTime(1_999).instant(), Instant(1));
         assert_eq!(SimTime::from_instant(Instant(3)), SimTime(3000));
+        assert_eq!(
+            SimTime::from_micros(SimTime::MAX_MICROS),
+            Some(SimTime(SimTime::MAX_MICROS * 1_000_000))
+        );
+        assert_eq!(SimTime::from_micros(SimTime::MAX_MICROS + 1), None);
+        assert_eq!(SimTime::from_nanos(u64::MAX), None);
     }
 }

@@ -2,8 +2,9 @@
 //! spirit of htsim's connection matrices; and the standard matrices (permutation, incast,
 //! all-to-all).
 //!
-//! Text form, one message per line (`#` starts a comment; header lines `Nodes N` and
-//! `Connections N` are accepted and ignored, as are htsim's `id K` tokens):
+//! Text form, one message per line (`#` starts a comment; htsim's `id K` tokens are ignored;
+//! the header lines `Nodes N` and `Connections N` are checked: the plan must have N hosts, every
+//! host be below N, and the file hold N messages):
 //!
 //! ```text
 //! 0->5 start 10 size 2000000     # htsim style: start in µs, size in bytes
@@ -11,6 +12,8 @@
 //! ```
 
 use core::fmt::Write as _;
+
+use mrc_srv6::plan::Plan;
 
 use crate::rng::SimRng;
 use crate::time::SimTime;
@@ -24,86 +27,221 @@ pub struct Message {
     pub size: u64,
 }
 
-/// A line that does not parse.
+/// A traffic file that cannot be used: the line (1-based; `None` for the file as a whole) and
+/// what to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("traffic line {line}: {message}")]
 pub struct TrafficParseError {
-    pub line: usize,
+    pub line: Option<usize>,
     pub message: String,
 }
 
-fn us(x: f64) -> SimTime {
-    SimTime((x * 1e6).round() as u64)
+impl core::fmt::Display for TrafficParseError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "line {l}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
 }
 
-/// Parse a traffic file.
-pub fn parse_traffic(text: &str) -> Result<Vec<Message>, TrafficParseError> {
+/// The largest message a traffic file may ask for: 2^62 bytes (4 EiB), so every region's
+/// addresses stay within 64 bits.
+pub const MAX_MESSAGE_BYTES: u64 = 1 << 62;
+
+/// The form of a line, for refusals.
+const FORM: &str = "`SRC->DST start US size BYTES` or `SRC->DST US BYTES`";
+
+/// A header line (`Nodes N`, `Connections N`): its value and line.
+#[derive(Debug, Clone, Copy)]
+struct Header {
+    value: u64,
+    line: usize,
+}
+
+/// Parse a traffic file for `plan`: every host must be one of the plan's, a `Nodes N` header
+/// at most the plan's hosts (and every host below N), a `Connections N` header the number of
+/// messages, and the file must hold at least one message.
+pub fn parse_traffic(text: &str, plan: &Plan) -> Result<Vec<Message>, TrafficParseError> {
     let mut out = Vec::new();
+    let mut nodes: Option<Header> = None;
+    let mut connections: Option<Header> = None;
+    let hosts = plan.host_count();
     for (i, raw) in text.lines().enumerate() {
-        let line = raw.split('#').next().unwrap_or("").trim();
-        let err = |m: &str| TrafficParseError {
-            line: i + 1,
-            message: format!("{m}: {raw:?}"),
+        let at = |message: String| TrafficParseError {
+            line: Some(i + 1),
+            message,
         };
-        if line.is_empty() || line.starts_with("Nodes") || line.starts_with("Connections") {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
             continue;
         }
         let mut words = line.split_whitespace();
-        let pair = words.next().unwrap_or("");
-        let (s, d) = pair
-            .split_once("->")
-            .ok_or_else(|| err("expected src->dst"))?;
-        let host = |s: &str| {
-            s.trim_start_matches('h')
-                .parse::<u32>()
-                .map_err(|_| err("bad host"))
-        };
-        let (src, dst) = (host(s)?, host(d)?);
-        if src == dst {
-            return Err(err("source and destination are the same host"));
+        let first = words.next().unwrap_or("");
+        if first == "Nodes" || first == "Connections" {
+            let value = match (words.next(), words.next()) {
+                (Some(v), None) => v.parse::<u64>().ok(),
+                _ => None,
+            }
+            .ok_or_else(|| at(format!("expected `{first} N` (N a whole number)")))?;
+            let slot = if first == "Nodes" {
+                &mut nodes
+            } else {
+                &mut connections
+            };
+            if let Some(h) = slot {
+                return Err(at(format!(
+                    "a second `{first}` line (the first is line {}): keep one",
+                    h.line
+                )));
+            }
+            *slot = Some(Header { value, line: i + 1 });
+            if first == "Nodes" && value > u64::from(hosts) {
+                return Err(at(format!(
+                    "Nodes {value}: plan {:?} has {hosts} hosts ({}): use a plan with {value} \
+                     hosts or fix the count",
+                    plan.name(),
+                    crate::fault::host_names(plan)
+                )));
+            }
+            continue;
         }
-        let rest: Vec<&str> = words.collect();
-        let mut start = None;
-        let mut size = None;
-        let mut positional = Vec::new();
-        let mut k = 0;
-        while k < rest.len() {
-            match rest[k] {
-                "start" | "size" | "id" => {
-                    let v = rest.get(k + 1).ok_or_else(|| err("missing value"))?;
-                    match rest[k] {
-                        "start" => start = Some(v.parse::<f64>().map_err(|_| err("bad start"))?),
-                        "size" => size = Some(v.parse::<u64>().map_err(|_| err("bad size"))?),
-                        _ => {}
-                    }
-                    k += 2;
-                }
-                w => {
-                    positional.push(w);
-                    k += 1;
-                }
+        let m = parse_message(first, words).map_err(at)?;
+        for h in [m.src, m.dst] {
+            if !plan.has_host(mrc_srv6::plan::HostId(h)) {
+                return Err(at(format!(
+                    "host {h} is not in the plan (hosts 0-{}, plan {:?})",
+                    hosts - 1,
+                    plan.name()
+                )));
+            }
+            if let Some(n) = nodes
+                && u64::from(h) >= n.value
+            {
+                return Err(at(format!(
+                    "host {h} is past `Nodes {}` (line {}): raise the count to {} or more",
+                    n.value,
+                    n.line,
+                    u64::from(h) + 1
+                )));
             }
         }
-        match positional[..] {
-            [] => {}
-            [st, sz] if start.is_none() && size.is_none() => {
-                start = Some(st.parse::<f64>().map_err(|_| err("bad start"))?);
-                size = Some(sz.parse::<u64>().map_err(|_| err("bad size"))?);
-            }
-            _ => return Err(err("expected `start US size BYTES` or `US BYTES`")),
-        }
-        let start = start.ok_or_else(|| err("missing start"))?;
-        if !(start >= 0.0 && start.is_finite()) {
-            return Err(err("start must be a non-negative time"));
-        }
-        out.push(Message {
-            src,
-            dst,
-            start: us(start),
-            size: size.ok_or_else(|| err("missing size"))?,
+        out.push(m);
+    }
+    if let Some(c) = connections
+        && c.value != out.len() as u64
+    {
+        return Err(TrafficParseError {
+            line: Some(c.line),
+            message: format!(
+                "Connections {}, but the file has {} messages: fix the count",
+                c.value,
+                out.len()
+            ),
+        });
+    }
+    if out.is_empty() {
+        return Err(TrafficParseError {
+            line: None,
+            message: format!("no messages: give one a line, {FORM}"),
         });
     }
     Ok(out)
+}
+
+/// One message line: `first` is its `src->dst`, `words` the rest.
+fn parse_message<'a>(first: &str, words: impl Iterator<Item = &'a str>) -> Result<Message, String> {
+    let (s, d) = first
+        .split_once("->")
+        .ok_or_else(|| format!("{first:?} is not SRC->DST: a line is {FORM}"))?;
+    let host = |s: &str| {
+        s.strip_prefix('h')
+            .unwrap_or(s)
+            .parse::<u32>()
+            .map_err(|_| format!("{s:?} is not a host (a number, or hN)"))
+    };
+    let (src, dst) = (host(s)?, host(d)?);
+    if src == dst {
+        return Err(format!(
+            "{first}: the source and destination are the same host"
+        ));
+    }
+    let rest: Vec<&str> = words.collect();
+    let mut start = None;
+    let mut size = None;
+    let mut positional = Vec::new();
+    let mut k = 0;
+    while k < rest.len() {
+        match rest[k] {
+            key @ ("start" | "size" | "id") => {
+                let v = *rest
+                    .get(k + 1)
+                    .ok_or_else(|| format!("`{key}` without a value"))?;
+                let slot = match key {
+                    "start" => &mut start,
+                    "size" => &mut size,
+                    _ => &mut None,
+                };
+                if slot.replace(v).is_some() {
+                    return Err(format!("`{key}` given twice"));
+                }
+                k += 2;
+            }
+            w => {
+                positional.push(w);
+                k += 1;
+            }
+        }
+    }
+    match positional[..] {
+        [] => {}
+        [st, sz] if start.is_none() && size.is_none() => {
+            start = Some(st);
+            size = Some(sz);
+        }
+        _ => return Err(format!("expected {FORM}")),
+    }
+    let start = start.ok_or_else(|| format!("no start time: a line is {FORM}"))?;
+    let size = size.ok_or_else(|| format!("no size: a line is {FORM}"))?;
+    Ok(Message {
+        src,
+        dst,
+        start: start_time(start)?,
+        size: message_size(size)?,
+    })
+}
+
+/// A start time in µs (fractions allowed) on the simulator's clock.
+fn start_time(s: &str) -> Result<SimTime, String> {
+    let us: f64 = s
+        .parse()
+        .map_err(|_| format!("start {s:?} is not a time in µs"))?;
+    if !(us >= 0.0 && us.is_finite()) {
+        return Err(format!("start {s}: a start time is 0 µs or later"));
+    }
+    let ps = (us * 1e6).round();
+    if ps > SimTime::MAX.0 as f64 {
+        return Err(format!(
+            "start {s} µs is past the end of the simulator's clock ({} µs, about 213 days)",
+            SimTime::MAX_MICROS
+        ));
+    }
+    Ok(SimTime(ps as u64))
+}
+
+fn message_size(s: &str) -> Result<u64, String> {
+    let size: u64 = s.parse().map_err(|_| {
+        if s.parse::<u128>().is_ok() {
+            format!("size {s}: at most {MAX_MESSAGE_BYTES} bytes (2^62)")
+        } else {
+            format!("size {s:?} is not a whole number of bytes")
+        }
+    })?;
+    if size > MAX_MESSAGE_BYTES {
+        return Err(format!(
+            "size {size}: at most {MAX_MESSAGE_BYTES} bytes (2^62)"
+        ));
+    }
+    Ok(size)
 }
 
 /// Write messages in the htsim-style text form (`src->dst start US size BYTES`).
@@ -182,10 +320,20 @@ pub fn all_to_all(hosts: u32, size: u64, start: SimTime) -> Vec<Message> {
 mod tests {
     use super::*;
 
+    fn plan() -> Plan {
+        Plan::builtin("small").unwrap()
+    }
+
+    fn refusal(text: &str) -> String {
+        parse_traffic(text, &plan()).unwrap_err().to_string()
+    }
+
     #[test]
     fn both_line_forms_parse_and_round_trip() {
+        let p = plan();
         let m = parse_traffic(
-            "Nodes 8\nConnections 2\n0->5 id 1 start 10 size 2000000\nh3->h1 2.5 65536 # short\n",
+            "Nodes 4\nConnections 2\n0->3 id 1 start 10 size 2000000\nh3->h1 2.5 65536 # short\n",
+            &p,
         )
         .unwrap();
         assert_eq!(m.len(), 2);
@@ -193,16 +341,50 @@ mod tests {
             m[0],
             Message {
                 src: 0,
-                dst: 5,
+                dst: 3,
                 start: SimTime(10_000_000),
                 size: 2_000_000
             }
         );
         assert_eq!(m[1].start, SimTime(2_500_000));
-        assert_eq!(parse_traffic(&format_traffic(&m)).unwrap(), m);
-        assert!(parse_traffic("1->1 0 5").is_err());
-        assert!(parse_traffic("1-2 0 5").is_err());
-        assert_eq!(parse_traffic("\n0->1 0\n").unwrap_err().line, 2);
+        assert_eq!(parse_traffic(&format_traffic(&m), &p).unwrap(), m);
+        let big = parse_traffic("0->1 0 5000000000", &p).unwrap();
+        assert_eq!(big[0].size, 5_000_000_000, "sizes are 64-bit");
+    }
+
+    #[test]
+    fn refusals_name_the_line_and_what_to_change() {
+        assert!(refusal("1->1 0 5").contains("line 1: 1->1: the source and destination"));
+        assert!(refusal("1-2 0 5").contains("\"1-2\" is not SRC->DST"));
+        assert!(refusal("\n0->1 0\n").starts_with("line 2: expected"));
+        let e = refusal("0->1 0 5\n0->1 0 5\n9->1 0 5\n");
+        assert_eq!(
+            e,
+            "line 3: host 9 is not in the plan (hosts 0-3, plan \"small\")"
+        );
+        assert!(
+            refusal("Nodes 16\n0->1 0 5").contains("line 1: Nodes 16: plan \"small\" has 4 hosts")
+        );
+        assert!(refusal("Nodes 2\n0->3 0 5").contains("line 2: host 3 is past `Nodes 2` (line 1)"));
+        assert!(
+            refusal("Connections 3\n0->1 0 5")
+                .contains("line 1: Connections 3, but the file has 1")
+        );
+        assert!(refusal("Nodes\n0->1 0 5").contains("expected `Nodes N`"));
+        assert!(refusal("Nodes 2\nNodes 2\n0->1 0 5").contains("a second `Nodes` line"));
+        assert_eq!(
+            refusal("# nothing\n\n"),
+            format!("no messages: give one a line, {FORM}")
+        );
+        assert_eq!(refusal(""), format!("no messages: give one a line, {FORM}"));
+        assert!(refusal("0->1 start 1 start 2 size 3").contains("`start` given twice"));
+        assert!(
+            refusal("0->1 0 18446744073709551616").contains("at most 4611686018427387904 bytes")
+        );
+        assert!(refusal("0->1 0 4611686018427387905").contains("at most"));
+        assert!(refusal("0->1 1e30 5").contains("past the end of the simulator's clock"));
+        assert!(refusal("0->1 -1 5").contains("0 µs or later"));
+        assert!(refusal("0->1 nan 5").contains("0 µs or later"));
     }
 
     #[test]

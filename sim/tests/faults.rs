@@ -58,6 +58,39 @@ fn a_flapping_link() {
 }
 
 #[test]
+fn a_flap_expanded_as_it_runs_is_the_listed_flaps() {
+    let (a, b) = (t0(1, 2), t1(1, 0));
+    let listed = survive(
+        "listed flaps",
+        Fault::flap(a, b, us(5), 30_000_000, 10_000_000, 6),
+    );
+    let lazy = survive(
+        "lazy flap",
+        vec![Fault::flapping(a, b, us(5), 30_000_000, 10_000_000, 6)],
+    );
+    let (l, z) = (listed.fabric_counters(), lazy.fabric_counters());
+    assert!(
+        l.switch_ports.down_dropped + l.lost_in_flight > 0,
+        "the flaps cost packets"
+    );
+    assert_eq!(l, z, "the same downs and ups at the same times");
+    assert_eq!(listed.now(), lazy.now());
+    // Four billion flaps are one fault, whatever the count: the run ends with its flows.
+    let many = survive(
+        "four billion flaps",
+        vec![Fault::flapping(
+            a,
+            b,
+            us(5),
+            30_000_000,
+            10_000_000,
+            4_000_000_000,
+        )],
+    );
+    assert!(many.now() < SimTime(10_000_000_000), "ended with its flows");
+}
+
+#[test]
 fn random_loss_on_every_link() {
     let s = survive(
         "loss 1%",

@@ -80,3 +80,83 @@ fn a_ring_all_reduce_sums_every_rank_under_a_link_failure() {
     ar.verify(&s).unwrap();
     assert!(ar.finish_times().iter().all(Option::is_some));
 }
+
+#[test]
+fn messages_past_the_largest_work_request_go_in_several() {
+    // Engines that take at most 64 KiB a work request: 300 KiB and 1 MiB + 1 messages, split
+    // over 1 and 3 QPs, go as several work requests each and arrive whole.
+    let cfg = SimConfig {
+        endpoint_tweak: Some(std::sync::Arc::new(|_, c| {
+            c.limits.max_message_bytes = 64 * 1024;
+        })),
+        ..SimConfig::default()
+    };
+    for qps in [1, 3] {
+        let mut s = sim(TINY, cfg.clone());
+        let msgs = [
+            mrc_sim::traffic::Message {
+                src: 0,
+                dst: 3,
+                start: SimTime::ZERO,
+                size: 300 * 1024,
+            },
+            mrc_sim::traffic::Message {
+                src: 1,
+                dst: 2,
+                start: us(2),
+                size: (1 << 20) + 1,
+            },
+        ];
+        let opts = WorkloadOpts {
+            qps_per_pair: qps,
+            ..WorkloadOpts::default()
+        };
+        let w = Workload::install(&mut s, &msgs, &opts).unwrap();
+        s.run_to_completion(limit(), &mut |_| {}).unwrap();
+        let v = w.verify().unwrap_or_else(|e| panic!("{qps} QPs: {e}"));
+        assert_eq!(v.bytes, 300 * 1024 + (1 << 20) + 1);
+    }
+}
+
+#[test]
+fn more_messages_on_a_pair_than_its_receive_queue_holds() {
+    // 1500 messages on one QP whose receive queue holds 1024: receives are posted as the
+    // writes consume them.
+    let mut s = sim(TINY, SimConfig::default());
+    let msgs: Vec<_> = (0..1500)
+        .map(|i| mrc_sim::traffic::Message {
+            src: 0,
+            dst: 1,
+            start: SimTime(i * 10_000),
+            size: 64,
+        })
+        .collect();
+    let w = Workload::install(&mut s, &msgs, &WorkloadOpts::default()).unwrap();
+    s.run_to_completion(limit(), &mut |_| {}).unwrap();
+    assert_eq!(w.verify().unwrap().messages, 1500);
+}
+
+#[test]
+fn the_engines_tables_are_checked_before_installing() {
+    use mrc_sim::workload::check_limits;
+    use mrc_transport::config::Limits;
+    let msg = |src, dst| mrc_sim::traffic::Message {
+        src,
+        dst,
+        start: SimTime::ZERO,
+        size: 1,
+    };
+    let limits = Limits {
+        max_mrs: 3,
+        max_qps: 8,
+        ..Limits::default()
+    };
+    assert!(check_limits(&[msg(0, 1), msg(0, 2), msg(3, 0)], 2, &limits).is_ok());
+    let e = check_limits(&[msg(0, 1), msg(0, 2), msg(3, 0), msg(1, 0)], 1, &limits).unwrap_err();
+    assert!(
+        e.0.starts_with("host 0 sends or receives 4 messages"),
+        "{e}"
+    );
+    let e = check_limits(&[msg(0, 1), msg(0, 2), msg(3, 0)], 3, &limits).unwrap_err();
+    assert!(e.0.starts_with("host 0 needs 9 QPs (3 pairs"), "{e}");
+}

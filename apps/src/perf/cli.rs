@@ -303,13 +303,13 @@ impl Args {
         let pattern = self.pattern()?;
         let mut faults_given = Vec::new();
         for f in &self.fail_link {
-            faults_given.push(faults::parse_fail_link(f).map_err(anyhow::Error::msg)?);
+            faults_given.push(faults::parse_fail_link(f)?);
         }
         for f in &self.flap_link {
-            faults_given.push(faults::parse_flap_link(f).map_err(anyhow::Error::msg)?);
+            faults_given.push(faults::parse_flap_link(f)?);
         }
         for f in &self.loss {
-            faults_given.push(faults::parse_loss(f).map_err(anyhow::Error::msg)?);
+            faults_given.push(faults::parse_loss(f)?);
         }
         if !faults_given.is_empty() && backend != BackendKind::Sim {
             anyhow::bail!(

@@ -10,12 +10,21 @@
 //! --loss=0.001                      every link drops 0.1 % of frames from the start
 //! --loss=t0-1-0:t1-1-0=0.05@1ms     one gray link from 1 ms
 //! ```
+//!
+//! Every refusal is a [`Usage`] error (exit status 2 once it reaches a tool's `main` as an
+//! `anyhow::Error` through `?`). The faults built are checked against the plan by the
+//! simulator's own check ([`Fault::check`]), the one `mrc-experiments` runs on fault files.
 
-use mrc_sim::{Fault, FaultKind, SimTime};
+use mrc_sim::{Fault, FaultKind, Impairment, SimTime};
 use mrc_srv6::plan::{HostId, NodeId, Plan, SwitchId};
 use mrc_transport::Duration;
 
 use super::settings::parse_duration;
+use crate::tool::Usage;
+
+fn usage(m: impl Into<String>) -> Usage {
+    Usage(m.into())
+}
 
 /// Two neighbours in the plan, by name (`t0-0-0`, `t1-0-1`, `h3`).
 pub type LinkName = (NodeId, NodeId);
@@ -42,24 +51,31 @@ pub enum FaultSpec {
     },
 }
 
-fn parse_link(s: &str) -> Result<LinkName, String> {
-    let (a, b) = s
-        .split_once(':')
-        .ok_or_else(|| format!("{s:?}: a link is NODE:NODE, e.g. t0-0-0:t1-0-0"))?;
+fn parse_link(opt: &str, s: &str) -> Result<LinkName, Usage> {
+    let (a, b) = s.split_once(':').ok_or_else(|| {
+        usage(format!(
+            "{opt} {s:?}: a link is NODE:NODE, e.g. t0-0-0:t1-0-0"
+        ))
+    })?;
     let node = |n: &str| {
-        n.parse::<NodeId>()
-            .map_err(|_| format!("{n:?} is not a node name (t0-PLANE-I, t1-PLANE-I, hN)"))
+        n.parse::<NodeId>().map_err(|_| {
+            usage(format!(
+                "{opt}: {n:?} is not a node name (t0-PLANE-I, t1-PLANE-I, hN)"
+            ))
+        })
     };
     Ok((node(a)?, node(b)?))
 }
 
 /// A time in a fault option: a bare number is microseconds, as in the simulator's fault files.
-fn time(s: &str) -> Result<Duration, String> {
-    parse_duration(s, 1e3)
+fn time(opt: &str, s: &str) -> Result<Duration, Usage> {
+    parse_duration(s, 1e3).map_err(|e| usage(format!("{opt}: {e}")))
 }
 
 /// `[A:B][@T][,up@T]`, empty or `auto` for the automatic link and time.
-pub fn parse_fail_link(s: &str) -> Result<FaultSpec, String> {
+pub fn parse_fail_link(s: &str) -> Result<FaultSpec, Usage> {
+    const OPT: &str = "--fail-link";
+    let time = |t: &str| time(OPT, t);
     let s = s.trim();
     let mut link = None;
     let mut at = None;
@@ -74,26 +90,30 @@ pub fn parse_fail_link(s: &str) -> Result<FaultSpec, String> {
                     None => (part, None),
                 };
                 if !l.is_empty() {
-                    link = Some(parse_link(l)?);
+                    link = Some(parse_link(OPT, l)?);
                 }
                 at = t.map(time).transpose()?;
             } else {
-                return Err(format!(
-                    "--fail-link: unknown part {part:?} (expected up@TIME)"
-                ));
+                return Err(usage(format!(
+                    "{OPT}: unknown part {part:?} (expected up@TIME)"
+                )));
             }
         }
     }
     if let (Some(a), Some(u)) = (at, up_at)
         && u <= a
     {
-        return Err("--fail-link: the link must come back after it fails".into());
+        return Err(usage(format!(
+            "{OPT}: the link must come back after it fails (up@ later than @)"
+        )));
     }
     Ok(FaultSpec::FailLink { link, at, up_at })
 }
 
 /// `[A:B][@START][,period=T][,down=T][,count=N]`.
-pub fn parse_flap_link(s: &str) -> Result<FaultSpec, String> {
+pub fn parse_flap_link(s: &str) -> Result<FaultSpec, Usage> {
+    const OPT: &str = "--flap-link";
+    let time = |t: &str| time(OPT, t);
     let mut link = None;
     let mut start = None;
     let mut period = Duration::from_micros(200);
@@ -105,14 +125,17 @@ pub fn parse_flap_link(s: &str) -> Result<FaultSpec, String> {
                 "period" => period = time(v)?,
                 "down" => down = time(v)?,
                 "count" => {
-                    count = v
-                        .parse()
-                        .map_err(|_| format!("--flap-link: count {v:?} is not a number"))?;
+                    count = v.parse().map_err(|_| {
+                        usage(format!(
+                            "{OPT}: count {v:?}: a whole number from 1 to {}",
+                            u32::MAX
+                        ))
+                    })?;
                 }
                 _ => {
-                    return Err(format!(
-                        "--flap-link: unknown key {k:?} (period, down, count)"
-                    ));
+                    return Err(usage(format!(
+                        "{OPT}: unknown key {k:?} (period, down, count)"
+                    )));
                 }
             }
         } else if i == 0 {
@@ -121,15 +144,19 @@ pub fn parse_flap_link(s: &str) -> Result<FaultSpec, String> {
                 None => (part, None),
             };
             if !l.is_empty() && l != "auto" {
-                link = Some(parse_link(l)?);
+                link = Some(parse_link(OPT, l)?);
             }
             start = t.map(time).transpose()?;
         } else {
-            return Err(format!("--flap-link: unknown part {part:?}"));
+            return Err(usage(format!(
+                "{OPT}: unknown part {part:?} (A:B@START, period=, down=, count=)"
+            )));
         }
     }
     if down >= period || down.0 == 0 || count == 0 {
-        return Err("--flap-link: need 0 < down < period and count > 0".into());
+        return Err(usage(format!(
+            "{OPT}: need 0 < down < period and count > 0"
+        )));
     }
     Ok(FaultSpec::FlapLink {
         link,
@@ -141,20 +168,21 @@ pub fn parse_flap_link(s: &str) -> Result<FaultSpec, String> {
 }
 
 /// `P[@T]` for every link, or `A:B=P[@T]` for one.
-pub fn parse_loss(s: &str) -> Result<FaultSpec, String> {
+pub fn parse_loss(s: &str) -> Result<FaultSpec, Usage> {
+    const OPT: &str = "--loss";
     let (body, at) = match s.trim().split_once('@') {
-        Some((b, t)) => (b, time(t)?),
+        Some((b, t)) => (b, time(OPT, t)?),
         None => (s.trim(), Duration::ZERO),
     };
     let (link, p) = match body.rsplit_once('=') {
-        Some((l, p)) => (Some(parse_link(l)?), p),
+        Some((l, p)) => (Some(parse_link(OPT, l)?), p),
         None => (None, body),
     };
     let prob: f64 = p
         .parse()
         .ok()
         .filter(|p: &f64| (0.0..=1.0).contains(p))
-        .ok_or_else(|| format!("--loss: {p:?} is not a probability in [0, 1]"))?;
+        .ok_or_else(|| usage(format!("{OPT}: {p:?} is not a probability in [0, 1]")))?;
     Ok(FaultSpec::Loss { link, prob, at })
 }
 
@@ -167,49 +195,55 @@ pub fn auto_link(plan: &Plan, client: u32) -> LinkName {
     )
 }
 
-fn check_link(plan: &Plan, (a, b): LinkName) -> Result<LinkName, String> {
-    let neighbours = (0..plan.port_count(a)).any(|p| plan.link(a, p).is_some_and(|l| l.peer == b));
-    if neighbours {
-        Ok((a, b))
-    } else {
-        Err(format!(
-            "{a} and {b} are not neighbours in plan {:?} ({} planes, {} T0 and {} T1 per plane)",
-            plan.name(),
-            plan.planes(),
-            plan.t0_per_plane(),
-            plan.t1_per_plane()
+/// A time of a fault option on the simulator's clock.
+fn at(opt: &str, d: Duration) -> Result<SimTime, Usage> {
+    SimTime::from_nanos(d.0).ok_or_else(|| {
+        usage(format!(
+            "{opt}: {} µs is past the end of the simulator's clock ({} µs, about 213 days)",
+            d.0 / 1000,
+            SimTime::MAX_MICROS
         ))
+    })
+}
+
+/// The option a spec came from, for refusals.
+fn option(s: &FaultSpec) -> &'static str {
+    match s {
+        FaultSpec::FailLink { .. } => "--fail-link",
+        FaultSpec::FlapLink { .. } => "--flap-link",
+        FaultSpec::Loss { .. } => "--loss",
     }
 }
 
-fn at(d: Duration) -> SimTime {
-    SimTime(d.0 * 1000)
-}
-
-/// The simulator's schedule for these options; `mid` is when "mid-run" is.
+/// The simulator's schedule for these options; `mid` is when "mid-run" is. Every fault is
+/// checked against the plan ([`Fault::check`]: the nodes exist, the link joins neighbours).
 pub fn schedule(
     specs: &[FaultSpec],
     plan: &Plan,
     client: u32,
     mid: Duration,
-) -> Result<Vec<Fault>, String> {
-    let pick = |l: Option<LinkName>| check_link(plan, l.unwrap_or_else(|| auto_link(plan, client)));
+) -> Result<Vec<Fault>, Usage> {
+    let pick = |l: Option<LinkName>| l.unwrap_or_else(|| auto_link(plan, client));
     let mut out = Vec::new();
     for s in specs {
+        let opt = option(s);
+        let first = out.len();
         match *s {
             FaultSpec::FailLink { link, at: t, up_at } => {
-                let (a, b) = pick(link)?;
+                let (a, b) = pick(link);
                 let t = t.unwrap_or(mid);
                 out.push(Fault {
-                    at: at(t),
+                    at: at(opt, t)?,
                     kind: FaultKind::LinkDown(a, b),
                 });
                 if let Some(u) = up_at {
                     if u <= t {
-                        return Err("--fail-link: the link must come back after it fails".into());
+                        return Err(usage(format!(
+                            "{opt}: the link must come back after it fails (up@ later than @)"
+                        )));
                     }
                     out.push(Fault {
-                        at: at(u),
+                        at: at(opt, u)?,
                         kind: FaultKind::LinkUp(a, b),
                     });
                 }
@@ -221,29 +255,37 @@ pub fn schedule(
                 down,
                 count,
             } => {
-                let (a, b) = pick(link)?;
-                out.extend(Fault::flap(
+                let (a, b) = pick(link);
+                let ps = |d: Duration| at(opt, d).map(|t| t.0);
+                out.push(Fault::flapping(
                     a,
                     b,
-                    at(start.unwrap_or(mid)),
-                    period.0 * 1000,
-                    down.0 * 1000,
+                    at(opt, start.unwrap_or(mid))?,
+                    ps(period)?,
+                    ps(down)?,
                     count,
                 ));
             }
             FaultSpec::Loss { link, prob, at: t } => {
                 let kind = match link {
-                    Some(l) => {
-                        let (a, b) = check_link(plan, l)?;
-                        FaultKind::LinkLoss(a, b, prob)
-                    }
+                    Some((a, b)) => FaultKind::LinkLoss(a, b, prob),
                     None => FaultKind::LossEverywhere(prob),
                 };
-                out.push(Fault { at: at(t), kind });
+                out.push(Fault {
+                    at: at(opt, t)?,
+                    kind,
+                });
             }
+        }
+        for f in &out[first..] {
+            f.check(plan).map_err(|e| usage(format!("{opt}: {e}")))?;
         }
     }
     Ok(out)
+}
+
+fn us(ps: u64) -> f64 {
+    ps as f64 / 1e6
 }
 
 /// One line per fault for the settings block.
@@ -257,7 +299,32 @@ pub fn describe(faults: &[Fault]) -> Vec<String> {
                 FaultKind::LinkUp(a, b) => format!("{t:.1} us link up {a}:{b}"),
                 FaultKind::LinkLoss(a, b, p) => format!("{t:.1} us loss {p} on {a}:{b}"),
                 FaultKind::LossEverywhere(p) => format!("{t:.1} us loss {p} on every link"),
-                other => format!("{t:.1} us {other:?}"),
+                FaultKind::LinkFlap {
+                    a,
+                    b,
+                    period_ps,
+                    down_ps,
+                    count,
+                } => format!(
+                    "{t:.1} us link flap {a}:{b}: down {:.1} us every {:.1} us, {count} times",
+                    us(down_ps),
+                    us(period_ps)
+                ),
+                FaultKind::SwitchStop(s) => format!("{t:.1} us switch {s} stops forwarding"),
+                FaultKind::SwitchStart(s) => format!("{t:.1} us switch {s} forwards again"),
+                FaultKind::HostPortDown(h, p) => format!("{t:.1} us port down h{h} plane {p}"),
+                FaultKind::HostPortUp(h, p) => format!("{t:.1} us port up h{h} plane {p}"),
+                FaultKind::Impair(link, how) => {
+                    let on = link.map_or("every link".to_owned(), |(a, b)| format!("{a}:{b}"));
+                    match how {
+                        Impairment::Duplicate(p) => format!("{t:.1} us duplicate {p} on {on}"),
+                        Impairment::Corrupt(p) => format!("{t:.1} us corrupt {p} on {on}"),
+                        Impairment::Reorder { prob, max_delay_ps } => format!(
+                            "{t:.1} us reorder {prob} by up to {:.1} us on {on}",
+                            us(max_delay_ps)
+                        ),
+                    }
+                }
             }
         })
         .collect()
@@ -274,8 +341,8 @@ mod tests {
     #[test]
     fn fail_link_forms() {
         assert_eq!(
-            parse_fail_link("auto"),
-            Ok(FaultSpec::FailLink {
+            parse_fail_link("auto").unwrap(),
+            (FaultSpec::FailLink {
                 link: None,
                 at: None,
                 up_at: None
@@ -308,19 +375,81 @@ mod tests {
         .unwrap();
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].at, SimTime(100_000_000));
-        let far = parse_fail_link("t0-0-0:t1-0-9").unwrap();
-        let e = schedule(&[far], &p, 0, Duration::ZERO).unwrap_err();
-        assert!(e.contains("not neighbours"), "{e}");
-        let flap = parse_flap_link("@10us,period=100us,down=20us,count=3").unwrap();
-        assert_eq!(schedule(&[flap], &p, 0, Duration::ZERO).unwrap().len(), 6);
+        let refusal = |opt: FaultSpec| schedule(&[opt], &p, 0, Duration::ZERO).unwrap_err().0;
+        let e = refusal(parse_fail_link("t0-0-0:t1-0-9").unwrap());
+        assert!(
+            e.starts_with("--fail-link: t1-0-9 is not in the plan"),
+            "{e}"
+        );
+        let e = refusal(parse_fail_link("t0-0-0:t0-0-1").unwrap());
+        assert!(
+            e.starts_with("--fail-link: t0-0-0 and t0-0-1 are not neighbours"),
+            "{e}"
+        );
+        let e = refusal(parse_loss("h1:t0-0-1=0.1").unwrap());
+        assert!(
+            e.starts_with("--loss: h1 and t0-0-1 are not neighbours"),
+            "{e}"
+        );
+        let e = refusal(parse_flap_link("h0:h1@1us").unwrap());
+        assert!(
+            e.starts_with("--flap-link: h0 and h1 are not neighbours"),
+            "{e}"
+        );
+        let e = refusal(parse_fail_link("@99999999999999s").unwrap());
+        assert!(e.contains("past the end of the simulator's clock"), "{e}");
+        // A flap is one fault whatever its count: the simulator expands it as it runs.
+        let flap = parse_flap_link("@10us,period=100us,down=20us,count=4000000000").unwrap();
+        let f = schedule(&[flap], &p, 0, Duration::ZERO).unwrap();
+        assert_eq!(f.len(), 1);
         assert!(parse_flap_link("period=10us,down=20us").is_err());
+    }
+
+    #[test]
+    fn refusals_are_usage_errors() {
+        for e in [
+            parse_fail_link("t0-0-0@2ms").unwrap_err(),
+            parse_flap_link("count=x").unwrap_err(),
+            parse_loss("2").unwrap_err(),
+            schedule(
+                &[parse_fail_link("t0-0-0:t0-0-1").unwrap()],
+                &plan(),
+                0,
+                Duration::ZERO,
+            )
+            .unwrap_err(),
+        ] {
+            let e: anyhow::Error = e.into();
+            assert!(crate::tool::is_usage(&e), "{e}");
+            assert!(!crate::tool::one_line(&e).contains('\n'));
+        }
+    }
+
+    #[test]
+    fn the_banner_says_what_each_fault_is() {
+        let p = plan();
+        let specs = [
+            parse_flap_link("@1ms,period=200us,down=50us,count=5").unwrap(),
+            parse_fail_link("@2ms,up@3ms").unwrap(),
+            parse_loss("0.01").unwrap(),
+        ];
+        let d = describe(&schedule(&specs, &p, 0, Duration::ZERO).unwrap());
+        assert_eq!(
+            d,
+            [
+                "1000.0 us link flap t0-0-0:t1-0-0: down 50.0 us every 200.0 us, 5 times",
+                "2000.0 us link down t0-0-0:t1-0-0",
+                "3000.0 us link up t0-0-0:t1-0-0",
+                "0.0 us loss 0.01 on every link",
+            ]
+        );
     }
 
     #[test]
     fn loss_forms() {
         assert_eq!(
-            parse_loss("0.01"),
-            Ok(FaultSpec::Loss {
+            parse_loss("0.01").unwrap(),
+            (FaultSpec::Loss {
                 link: None,
                 prob: 0.01,
                 at: Duration::ZERO

@@ -276,8 +276,8 @@ impl SimBackend {
         ];
         sim.set_app(c, Box::new(SimApp(apps[0].clone())))?;
         sim.set_app(v, Box::new(SimApp(apps[1].clone())))?;
-        let faults: Vec<Fault> = faults::schedule(&s.faults, &self.plan, c, Duration(expected / 2))
-            .map_err(anyhow::Error::msg)?;
+        let faults: Vec<Fault> =
+            faults::schedule(&s.faults, &self.plan, c, Duration(expected / 2))?;
         for f in faults {
             sim.schedule(f);
         }

@@ -309,6 +309,5 @@ pub fn run(o: &ExpOpts) -> Result<(Failure, Flap), ExpError> {
         &table,
         &json!({"experiment": "failover", "failure": failure, "flap": flap}),
     )?;
-    print!("{table}");
     Ok((failure, flap))
 }

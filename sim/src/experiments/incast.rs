@@ -128,6 +128,5 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
         );
     }
     write_results(&dir, &table, &json!({"experiment": "incast", "rows": rows}))?;
-    print!("{table}");
     Ok(rows)
 }

@@ -155,6 +155,5 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
         &json!({"experiment": "load_balance", "hosts": hosts, "planes": planes,
                 "port_gbps": gbps, "flow_bytes": size, "rows": rows}),
     )?;
-    print!("{table}");
     Ok(rows)
 }

@@ -120,6 +120,5 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("goodput_vs_loss.svg"), chart.to_svg())?;
     write_results(&dir, &table, &json!({"experiment": "loss", "rows": rows}))?;
-    print!("{table}");
     Ok(rows)
 }

@@ -91,6 +91,5 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     }
     // Wall-clock numbers vary run to run: this experiment's files are the only ones that do.
     write_results(&dir, &table, &json!({"experiment": "scale", "rows": rows}))?;
-    print!("{table}");
     Ok(rows)
 }

@@ -6,7 +6,7 @@ use mrc_srv6::wire::{ETHERNET_HEADER_LEN, Ipv6Packet};
 
 use super::{Sim, SimError};
 use crate::fabric::Owner;
-use crate::fault::{FaultKind, Impairment};
+use crate::fault::{Fault, FaultKind, Impairment};
 use crate::pool::PacketId;
 use crate::port::Admission;
 use crate::queue::{Event, PortId};
@@ -108,6 +108,11 @@ impl Sim {
                 Event::EngineTimer { host } => self.engine_timer(host, at),
                 Event::AppTimer { host } => self.app_timer(host, at),
                 Event::Fault { index } => self.apply_fault(index as usize),
+                Event::FlapUp { index } => {
+                    if let FaultKind::LinkFlap { a, b, .. } = self.faults[index as usize].kind {
+                        self.set_link(a, b, true);
+                    }
+                }
                 Event::Sample => {
                     observer(self);
                     if let Some(every) = self.cfg.sample_every
@@ -326,6 +331,35 @@ impl Sim {
         match kind {
             FaultKind::LinkDown(a, b) => self.set_link(a, b, false),
             FaultKind::LinkUp(a, b) => self.set_link(a, b, true),
+            FaultKind::LinkFlap {
+                a,
+                b,
+                period_ps,
+                down_ps,
+                count,
+            } => {
+                // One flap now; its end and the next flap are queued as it happens, the next
+                // in this fault's own slot: a flap of any count costs one fault.
+                self.set_link(a, b, false);
+                let now = self.now;
+                let i = index as u32;
+                self.queue
+                    .push(now.plus_ps(down_ps), Event::FlapUp { index: i });
+                if count > 1 {
+                    let next = now.plus_ps(period_ps);
+                    self.faults[index] = Fault {
+                        at: next,
+                        kind: FaultKind::LinkFlap {
+                            a,
+                            b,
+                            period_ps,
+                            down_ps,
+                            count: count - 1,
+                        },
+                    };
+                    self.queue.push(next, Event::Fault { index: i });
+                }
+            }
             FaultKind::LinkLoss(a, b, p) => {
                 if let Some((pa, pb)) = self.link_ports(a, b) {
                     self.fabric.ports[pa as usize].loss = p;

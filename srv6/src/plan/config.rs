@@ -20,6 +20,9 @@ use super::{HostMode, LinkParams, Plan, QueueParams};
 pub const MRC_SRV6_HEADER_BYTES: u32 = 156;
 /// IPv6 minimum link MTU (RFC 8200 §5).
 pub const IPV6_MIN_MTU: u32 = 1280;
+/// The longest link latency a plan may give: one second (the simulator counts picoseconds
+/// in 64 bits, and no fabric link is slower).
+pub const MAX_LATENCY_NS: u64 = 1_000_000_000;
 
 /// A plan file that cannot be used: where (file, line, field) and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -104,7 +107,9 @@ impl Source<'_> {
             return None; // a default, not in the file
         }
         let start = span.start.min(self.text.len());
-        Some(self.text[..start].bytes().filter(|&b| b == b'\n').count() + 1)
+        let line = self.text[..start].bytes().filter(|&b| b == b'\n').count() + 1;
+        // An error at the very end (an unclosed string) is on the last line, not past it.
+        Some(line.min(self.text.lines().count().max(1)))
     }
 
     /// The dotted key written on the line holding `offset` (`links.host.speed_gbps`), if that
@@ -174,6 +179,16 @@ fn link_params(src: &Source<'_>, tier: &str, raw: &RawLink) -> Result<LinkParams
     if *raw.speed_gbps.get_ref() == 0 {
         return Err(src.error(&field("speed_gbps"), &raw.speed_gbps, "must be positive"));
     }
+    if *raw.latency_ns.get_ref() > MAX_LATENCY_NS {
+        return Err(src.error(
+            &field("latency_ns"),
+            &raw.latency_ns,
+            format!(
+                "{} is out of range: use 0 to {MAX_LATENCY_NS} (1 s)",
+                raw.latency_ns.get_ref()
+            ),
+        ));
+    }
     let queue = QueueParams {
         buffer_bytes: raw.buffer_bytes.as_ref().map(|v| *v.get_ref()),
         ecn_min_bytes: raw.ecn_min_bytes.as_ref().map(|v| *v.get_ref()),
@@ -227,11 +242,28 @@ impl Plan {
     /// `<builtin small>`); the plan's name defaults to the file stem.
     pub fn from_toml(text: &str, path: &str) -> Result<Self, PlanError> {
         let src = Source { path, text };
-        let raw: RawPlan = toml::from_str(text).map_err(|e| PlanError {
-            path: path.to_owned(),
-            line: e.span().and_then(|s| src.line_of(&(s.start..s.end.max(1)))),
-            field: e.span().and_then(|s| src.field_at(s.start)),
-            message: e.message().trim().to_owned(),
+        let raw: RawPlan = toml::from_str(text).map_err(|e| {
+            let message = e.message().trim().to_owned();
+            // A missing key has the span of its whole table: no line or field of its own.
+            if let Some(key) = message
+                .strip_prefix("missing field `")
+                .and_then(|m| m.strip_suffix('`'))
+            {
+                return PlanError {
+                    path: path.to_owned(),
+                    line: None,
+                    field: None,
+                    message: format!(
+                        "missing field `{key}`: add it (plans/small.toml has every field)"
+                    ),
+                };
+            }
+            PlanError {
+                path: path.to_owned(),
+                line: e.span().and_then(|s| src.line_of(&(s.start..s.end.max(1)))),
+                field: e.span().and_then(|s| src.field_at(s.start)),
+                message,
+            }
         })?;
 
         check_range(&src, "planes", &raw.planes, MAX_PLANES)?;

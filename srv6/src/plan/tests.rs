@@ -346,6 +346,18 @@ fn errors_name_file_line_and_field() {
     let e = err("planes = [\n");
     assert!(e.line.is_some(), "{e}");
 
+    // An unclosed string runs to the end of the file: the error is on its last line.
+    let e = err(&format!("{SMALL_PLAN_TOML}name = \"\"\"x\n"));
+    assert_eq!(e.line, Some(SMALL_PLAN_TOML.lines().count() + 1), "{e}");
+
+    let e = err("planes = 2\n");
+    assert_eq!((e.line, e.field.as_deref()), (None, None), "{e}");
+    assert!(
+        e.message
+            .starts_with("missing field `t0_per_plane`: add it"),
+        "{e}"
+    );
+
     let e = err(&SMALL_PLAN_TOML.replace(
         "latency_ns = 500\n\n[links.fabric]",
         "latency_ns = \"soon\"\n\n[links.fabric]",
@@ -364,6 +376,14 @@ fn errors_name_file_line_and_field() {
         "speed_gbps = 0\nlatency_ns = 500\n\n[links.fabric]",
     ));
     assert_eq!(e.field.as_deref(), Some("links.host.speed_gbps"));
+
+    // A latency the simulator's picosecond clock cannot hold is refused, not wrapped.
+    let e = err(&SMALL_PLAN_TOML.replace(
+        "latency_ns = 500\n\n[links.fabric]",
+        "latency_ns = 9223372036854775807\n\n[links.fabric]",
+    ));
+    assert_eq!(e.field.as_deref(), Some("links.host.latency_ns"), "{e}");
+    assert!(e.message.contains("use 0 to 1000000000 (1 s)"), "{e}");
 
     let bad_ecn = format!("{SMALL_PLAN_TOML}ecn_min_bytes = 10\necn_max_bytes = 5\n");
     let e = err(&bad_ecn);
