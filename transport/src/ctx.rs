@@ -23,9 +23,27 @@ pub(crate) struct CcSlot {
     /// Nominal bytes in flight over all its QPs.
     pub inflight: u64,
     pub refs: u32,
+    /// QPs (endpoint slot indices) with data that waits for room in this window: another
+    /// QP's acknowledgements make the room, so they wake these ([`Self::take_waiting`]).
+    pub waiting: Vec<u32>,
 }
 
 impl CcSlot {
+    /// QP `idx` waits for room in this window.
+    pub fn wait(&mut self, idx: u32) {
+        if !self.waiting.contains(&idx) {
+            self.waiting.push(idx);
+        }
+    }
+
+    /// The waiting QPs, if the window has room again (they go back to the transmit queue;
+    /// one still short of room waits again).
+    pub fn take_waiting(&mut self, into: &mut Vec<u32>) {
+        if !self.waiting.is_empty() && self.inflight < self.ctrl.window() {
+            into.append(&mut self.waiting);
+        }
+    }
+
     /// Whether a packet of `nominal` bytes fits the window now (one packet always may leave
     /// when nothing is in flight).
     pub fn window_allows(&self, nominal: u64) -> bool {
@@ -56,6 +74,8 @@ impl CcTable {
         {
             if let Some(s) = self.slots[i].as_mut() {
                 s.refs += 1;
+                // Room for every sharer to wait, so the datapath never grows it.
+                s.waiting.reserve(s.refs as usize);
             }
             return i;
         }
@@ -66,6 +86,7 @@ impl CcTable {
             ctrl: build(),
             inflight: 0,
             refs: 1,
+            waiting: Vec::with_capacity(1),
         };
         if let Some(i) = self.slots.iter().position(Option::is_none) {
             self.slots[i] = Some(slot);

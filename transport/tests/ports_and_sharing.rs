@@ -243,3 +243,37 @@ fn a_lost_port_up_update_costs_the_plane_only_for_the_hold() {
     let want = pattern(3);
     assert!(got.iter().enumerate().all(|(i, &b)| b == want(i)));
 }
+
+#[test]
+fn a_qp_waiting_on_a_shared_window_is_woken_when_its_neighbour_frees_it() {
+    // Two QPs to one destination share one controller (one window). QP A fills it with a
+    // 4 MiB Write; QP B posts while the window is full, so it waits. Only A's SACKs free the
+    // window: B must be woken by them, or it waits forever once A is done (nothing of B's own
+    // is in flight to bring a SACK, and no timer of B's is armed).
+    let mut n = ten_gig(2, 9);
+    let a = connect(&mut n, 0, 1, ConnOpts::default());
+    let b = connect(&mut n, 0, 1, ConnOpts::default());
+    let len = 4 << 20;
+    let (sa, da) = (
+        region(&mut n, 0, a.pd_a, 0x10_0000, len, pattern(1)),
+        region(&mut n, 1, a.pd_b, 0x20_0000, len, |_| 0),
+    );
+    let (sb, db) = (
+        region(&mut n, 0, b.pd_a, 0x10_0000, 8192, pattern(2)),
+        region(&mut n, 1, b.pd_b, 0x20_0000, 8192, |_| 0),
+    );
+    post_write(&mut n, &a, sa.lkey, da.rkey, len as u32, 1);
+    n.run_for(Duration::from_micros(50));
+    assert!(n.ep(0).qp_stats(a.qp_a).unwrap().data_packets_sent > 0);
+    post_write(&mut n, &b, sb.lkey, db.rkey, 8192, 2);
+    let mut done = [false; 2];
+    n.run_until(Duration::from_millis(100), |n| {
+        done[0] |= !drain_cq(n, 0, a.cq_a).is_empty();
+        done[1] |= !drain_cq(n, 0, b.cq_a).is_empty();
+        done[0] && done[1]
+    });
+    assert_eq!(done, [true, true], "both Writes complete");
+    let got = n.ep(1).mr_slice(db.lkey).unwrap();
+    let want = pattern(2);
+    assert!(got.iter().enumerate().all(|(k, &x)| x == want(k)));
+}

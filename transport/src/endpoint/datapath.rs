@@ -156,7 +156,16 @@ impl Endpoint {
                     self.stats.frames_sent += 1;
                     return Some(t);
                 }
-                Some(TxOutcome::Idle) => {
+                Some(outcome @ (TxOutcome::Idle | TxOutcome::Window)) => {
+                    if outcome == TxOutcome::Window
+                        && let Some(slot) = self
+                            .qps
+                            .at_mut(idx)
+                            .and_then(|q| q.cc_slot())
+                            .and_then(|i| self.ccs.get_mut(i))
+                    {
+                        slot.wait(idx as u32);
+                    }
                     // Nothing until an input or a timer: out of the queue until then.
                     if let Some(q) = self.qps.at_mut(idx)
                         && q.in_tx_queue

@@ -92,6 +92,8 @@ pub struct Endpoint {
     now: Instant,
     /// QPs whose timers are due, collected before running them (reused, no allocation).
     due_scratch: Vec<u32>,
+    /// QPs woken from a shared window's wait list (reused, no allocation).
+    wake_scratch: Vec<u32>,
 }
 
 impl Endpoint {
@@ -122,6 +124,7 @@ impl Endpoint {
             ep_ops: VecDeque::with_capacity(64),
             now: Instant::ZERO,
             due_scratch: Vec::new(),
+            wake_scratch: Vec::new(),
             rng,
             cfg,
         })
@@ -275,8 +278,26 @@ impl Endpoint {
         };
         let r = f(qp, &mut ctx);
         qp.flush_ev_changes(&mut ctx);
+        let cc = qp.cc_slot();
         self.schedule(idx);
+        if let Some(i) = cc {
+            self.wake_waiting(i);
+        }
         Some(r)
+    }
+
+    /// QPs waiting for room in controller `i`'s window go back to the transmit queue once it
+    /// has some: an acknowledgement on one QP makes room for all that share the window.
+    fn wake_waiting(&mut self, i: usize) {
+        let mut woken = core::mem::take(&mut self.wake_scratch);
+        if let Some(slot) = self.ccs.get_mut(i) {
+            slot.take_waiting(&mut woken);
+        }
+        for &q in &woken {
+            self.schedule(q as usize);
+        }
+        woken.clear();
+        self.wake_scratch = woken;
     }
 
     /// Put QP `idx` in the transmit queues it needs and re-arm its timer.

@@ -123,6 +123,8 @@ impl Endpoint {
             .reserve(n.saturating_sub(self.ctrl_queue.len()));
         self.due_scratch
             .reserve(n.saturating_sub(self.due_scratch.len()));
+        self.wake_scratch
+            .reserve(n.saturating_sub(self.wake_scratch.len()));
         Ok(Qpn(key))
     }
 

@@ -69,6 +69,9 @@ pub(crate) enum TxOutcome {
     Blocked,
     /// Nothing to send until an input or a timer changes something.
     Idle,
+    /// Data waits for room in the congestion window, which QPs may share: woken when an
+    /// acknowledgement of any of them makes room.
+    Window,
 }
 
 /// The EVs of a QP and how it picks among them.
@@ -435,6 +438,11 @@ impl Qp {
     }
 
     /// Whether data may be waiting (new packets, retransmissions, probes).
+    /// The congestion controller slot this QP uses (shared with others towards one peer).
+    pub(crate) fn cc_slot(&self) -> Option<usize> {
+        self.cc
+    }
+
     pub fn may_send_data(&mut self, now: Instant) -> bool {
         if self.state != QpState::Rts {
             return false;

@@ -157,7 +157,7 @@ impl Qp {
                 .entry(seq)
                 .expect("queued retransmissions are in flight");
             if !slot.window_allows(req.flight.nominal(e.len)) {
-                return TxOutcome::Idle;
+                return TxOutcome::Window;
             }
             return self.send_data(now, planes, Some((seq, e)), buf, ctx);
         }
@@ -166,11 +166,11 @@ impl Qp {
         };
         let len = packet_len(wr.len, pkt, ctx.cfg.payload_mtu);
         let starts_imm = pkt == 0 && wr.imm.is_some();
-        if !req.flight.has_room()
-            || (starts_imm && req.imm_outstanding >= req.wimm_limit)
-            || !slot.window_allows(req.flight.nominal(len))
-        {
+        if !req.flight.has_room() || (starts_imm && req.imm_outstanding >= req.wimm_limit) {
             return TxOutcome::Idle;
+        }
+        if !slot.window_allows(req.flight.nominal(len)) {
+            return TxOutcome::Window;
         }
         let _ = abs;
         self.send_data(now, planes, None, buf, ctx)
