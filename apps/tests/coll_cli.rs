@@ -117,6 +117,10 @@ fn every_refusal_is_one_line_and_exit_2_before_any_output() {
         (quick("gather", &["-r", "-2"]), "-r -2"),
         (quick("allreduce", &[]), "allreduce"),
         (
+            quick("hypercube", &["--ranks", "3"]),
+            "--ranks 3: hypercube needs a power-of-two",
+        ),
+        (
             quick("all_reduce", &["--backend", "dpdk", "--memif", "x"]),
             "under mpirun",
         ),
@@ -272,6 +276,7 @@ fn the_table_reads_as_nccl_tests_with_its_bus_factors() {
         ("reduce", 1.0),
         ("gather", (n - 1.0) / n),
         ("scatter", (n - 1.0) / n),
+        ("hypercube", 1.0),
     ] {
         let t = table(&quick(coll, &["-b", "64K", "-e", "64K"]));
         assert!(!t.lines.is_empty(), "{coll}");
@@ -284,6 +289,19 @@ fn the_table_reads_as_nccl_tests_with_its_bus_factors() {
                     "{coll}: busbw {busbw} = algbw {algbw} x {factor}"
                 );
                 sum += busbw;
+                // nccl-tests' hypercube counts the n-1 blocks a rank receives.
+                let bytes = if coll == "hypercube" {
+                    l.count * 4 * 3
+                } else {
+                    l.size
+                };
+                let time = l.results[0].0;
+                let want = bytes as f64 / 1e3 / l.results[0].0;
+                assert!(
+                    (l.results[0].1 - want).abs() <= 0.01 + want * 0.01,
+                    "{coll}: algbw {} for {bytes} B in {time} us",
+                    l.results[0].1
+                );
             }
             assert_eq!(l.dtype, "float", "{coll}");
             let reduces = ["all_reduce", "reduce_scatter", "reduce"].contains(&coll);

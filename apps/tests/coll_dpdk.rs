@@ -6,7 +6,8 @@
 //! - `mpirun -np 4 mrc-coll all_reduce --backend dpdk --memif NAME`: with the binary of this
 //!   build (mpirun's ranks, TCP rendezvous) and with one built with the `mpi` feature (MPI
 //!   bootstrap: rank, size, barrier and the exchange of QP attributes through Open MPI);
-//! - the rooted collectives (broadcast, reduce, gather, scatter) over mpirun from every root;
+//! - the rooted collectives (broadcast, reduce, gather, scatter) over mpirun from every root,
+//!   and hypercube;
 //! - two ranks started by hand with `--tcp-rank`/`--tcp-ranks` (all_gather);
 //! - the refusals a user can act on (no ranks, no ports, a root or a rank count they do not
 //!   have): one line, exit 2, before any rank waits for another.
@@ -235,6 +236,21 @@ fn mpirun_rooted_collectives_from_every_root_check_every_element() {
             "{coll}\n{all}"
         );
     }
+}
+
+#[test]
+fn mpirun_hypercube_checks_every_element() {
+    let _one = serial();
+    let test = "mpirun_hypercube_checks_every_element";
+    if let Some(why) = dpdk_missing() {
+        return skip(test, why);
+    }
+    if mpirun_missing() {
+        return skip(test, "no mpirun (apt-get install openmpi-bin)");
+    }
+    let args = ["-b", "1K", "-e", "256K", "-f", "16", "-n", "1", "-w", "0"];
+    let (all, rows) = mpirun_coll(Path::new(COLL), "hypercube", "hypercube", &args);
+    assert_exact(&rows, &[1024, 16384, 262_144], &all);
 }
 
 /// `mrc-coll` built with the `mpi` feature (rsmpi over Open MPI), in its own target directory

@@ -59,7 +59,7 @@ impl Places {
     pub fn of(spec: &OpSpec, in_place: bool, rank: usize) -> Self {
         let block = spec.layout().block_elems * spec.dtype.size() as u64;
         let input = match spec.coll {
-            Collective::AllGather | Collective::Gather if in_place => {
+            Collective::AllGather | Collective::HyperCube | Collective::Gather if in_place => {
                 (Buf::Recv, rank as u64 * block)
             }
             Collective::AllReduce
@@ -96,7 +96,7 @@ fn source(spec: &OpSpec, l: &Layout, rank: usize, in_place: bool, out: u64) -> S
             owner: rank,
             index: rank as u64 * spec.count + out,
         },
-        Collective::AllGather => {
+        Collective::AllGather | Collective::HyperCube => {
             let b = (out / spec.count) as usize;
             Source::Value {
                 rank: b,

@@ -27,10 +27,13 @@ pub enum Collective {
     Gather,
     /// Block r of the root's buffer to rank r.
     Scatter,
+    /// An all-gather by recursive doubling (nccl-tests' `hypercube`): at step k every rank
+    /// swaps the 2^k blocks it has with rank `r ^ 2^k`. A power-of-two number of ranks.
+    HyperCube,
 }
 
 impl Collective {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::AllReduce,
         Self::AllGather,
         Self::ReduceScatter,
@@ -40,6 +43,7 @@ impl Collective {
         Self::Reduce,
         Self::Gather,
         Self::Scatter,
+        Self::HyperCube,
     ];
 
     /// The command name (`all_reduce`, as nccl-tests' `all_reduce_perf`).
@@ -54,6 +58,7 @@ impl Collective {
             Self::Reduce => "reduce",
             Self::Gather => "gather",
             Self::Scatter => "scatter",
+            Self::HyperCube => "hypercube",
         }
     }
 
@@ -75,13 +80,19 @@ impl Collective {
     pub const fn per_rank(self) -> bool {
         matches!(
             self,
-            Self::AllGather | Self::ReduceScatter | Self::AllToAll | Self::Gather | Self::Scatter
+            Self::AllGather
+                | Self::ReduceScatter
+                | Self::AllToAll
+                | Self::Gather
+                | Self::Scatter
+                | Self::HyperCube
         )
     }
 
     /// busbw / algbw (nccl-tests' PERFORMANCE.md and `*GetBw`): 2(n-1)/n for all-reduce,
     /// (n-1)/n for all-gather, reduce-scatter, all-to-all, gather and scatter, 1 for send/recv,
-    /// broadcast and reduce.
+    /// broadcast, reduce and hypercube (whose algbw counts the (n-1) blocks a rank receives,
+    /// not the size: [`OpSpec::algbw`]).
     pub fn bus_factor(self, nranks: usize) -> f64 {
         let n = nranks as f64;
         match self {
@@ -91,7 +102,7 @@ impl Collective {
             | Self::AllToAll
             | Self::Gather
             | Self::Scatter => (n - 1.0) / n,
-            Self::SendRecv | Self::Broadcast | Self::Reduce => 1.0,
+            Self::SendRecv | Self::Broadcast | Self::Reduce | Self::HyperCube => 1.0,
         }
     }
 }
@@ -113,7 +124,7 @@ impl FromStr for Collective {
                 what: "collective",
                 name: s.to_owned(),
                 choices: "all_reduce all_gather reduce_scatter alltoall sendrecv broadcast reduce \
-                          gather scatter",
+                          gather scatter hypercube",
             })
     }
 }
@@ -133,6 +144,8 @@ pub enum SpecError {
     NoRoot(Collective),
     #[error("{0} needs a root")]
     NeedsRoot(Collective),
+    #[error("hypercube needs a power-of-two number of ranks, not {0}")]
+    NotPowerOfTwo(usize),
 }
 
 /// Bytes of a slice by default: small enough that a ring of 64 hops fills quickly, large
@@ -182,6 +195,9 @@ impl OpSpec {
         if nranks > proto::MAX_RANKS {
             return Err(SpecError::TooManyRanks(nranks));
         }
+        if coll == Collective::HyperCube && !nranks.is_power_of_two() {
+            return Err(SpecError::NotPowerOfTwo(nranks));
+        }
         match (coll.rooted(), root) {
             (true, Some(r)) if r >= nranks => return Err(SpecError::BadRoot { root: r, nranks }),
             (true, None) => return Err(SpecError::NeedsRoot(coll)),
@@ -224,6 +240,7 @@ impl OpSpec {
                 Collective::AllReduce
                 | Collective::SendRecv
                 | Collective::AllGather
+                | Collective::HyperCube
                 | Collective::Broadcast
                 | Collective::Reduce
                 | Collective::Gather => self.count,
@@ -245,7 +262,10 @@ impl OpSpec {
                 | Collective::Broadcast
                 | Collective::Reduce
                 | Collective::Scatter => self.count,
-                Collective::AllGather | Collective::AllToAll | Collective::Gather => self.count * n,
+                Collective::AllGather
+                | Collective::HyperCube
+                | Collective::AllToAll
+                | Collective::Gather => self.count * n,
             }
     }
 
@@ -258,7 +278,10 @@ impl OpSpec {
     /// arrivals into: as large as the input (scatter: as the output).
     pub fn stage_bytes(&self) -> u64 {
         match self.coll {
-            Collective::AllGather | Collective::Broadcast | Collective::Gather => 0,
+            Collective::AllGather
+            | Collective::HyperCube
+            | Collective::Broadcast
+            | Collective::Gather => 0,
             Collective::Scatter => self.recv_bytes(),
             _ => self.send_bytes(),
         }
@@ -296,9 +319,17 @@ impl OpSpec {
         }
     }
 
-    /// Algorithm bandwidth in GB/s (10^9 bytes) for `secs` per operation.
+    /// Algorithm bandwidth in GB/s (10^9 bytes) for `secs` per operation: the size per
+    /// second, except for hypercube, the (n-1) blocks a rank receives (nccl-tests'
+    /// `HyperCubeGetBw`).
     pub fn algbw(&self, secs: f64) -> f64 {
-        self.size_bytes() as f64 / 1e9 / secs
+        let bytes = match self.coll {
+            Collective::HyperCube => {
+                self.count * self.esize() * (self.nranks as u64).saturating_sub(1)
+            }
+            _ => self.size_bytes(),
+        };
+        bytes as f64 / 1e9 / secs
     }
 
     /// Bus bandwidth in GB/s.
@@ -407,6 +438,23 @@ mod tests {
         assert_eq!(Collective::Reduce.bus_factor(4), 1.0);
         assert_eq!(Collective::Gather.bus_factor(4), 0.75);
         assert_eq!(Collective::Scatter.bus_factor(4), 0.75);
+        let hc = f(Collective::HyperCube, 1 << 20);
+        assert_eq!((hc.count, hc.size_bytes()), (1 << 15, 1 << 20));
+        // nccl-tests: algbw of hypercube is count × (n-1) per second, busbw the same.
+        assert!((hc.algbw(1.0) - 7.0 * f64::from(1u32 << 17) / 1e9).abs() < 1e-12);
+        assert_eq!(hc.busbw(1.0), hc.algbw(1.0));
+        assert_eq!(
+            OpSpec::for_size(
+                Collective::HyperCube,
+                DataType::Float,
+                RedOp::Sum,
+                64,
+                6,
+                None,
+                4096
+            ),
+            Err(SpecError::NotPowerOfTwo(6))
+        );
         let bad = |c, root| OpSpec::for_size(c, DataType::Float, RedOp::Sum, 64, 4, root, 4096);
         assert_eq!(
             bad(Collective::Broadcast, Some(4)),

@@ -19,8 +19,8 @@ fn every_collective_is_exact_on_threads() {
             o.dtypes = vec![DataType::Float, DataType::Int8];
             o.ops = vec![RedOp::Sum, RedOp::Min];
         }
-        // Rooted: from every root in turn.
-        let ranks = 3;
+        // Rooted: from every root in turn. Hypercube: a power of two.
+        let ranks = if coll == Collective::HyperCube { 4 } else { 3 };
         let rows = o.rows(ranks).unwrap();
         let reports = MemBackend::new(ranks, 2)
             .run(&rows, &program_opts(&o, false), 32)

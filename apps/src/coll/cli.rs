@@ -24,8 +24,8 @@ use crate::{bail_usage, usage};
     mpirun --allow-run-as-root --oversubscribe -np 4 mrc-coll all_reduce --backend dpdk --memif demo -b 8 -e 1M -f 4")]
 pub struct Args {
     /// all_reduce | all_gather | reduce_scatter | alltoall | sendrecv | broadcast | reduce |
-    /// gather | scatter (or with _perf); or `switch`: the one-machine memif fabric that
-    /// `--backend dpdk` ranks join.
+    /// gather | scatter | hypercube (or with _perf); or `switch`: the one-machine memif fabric
+    /// that `--backend dpdk` ranks join.
     pub collective: String,
 
     /// Smallest size in bytes (K, M, G suffixes).

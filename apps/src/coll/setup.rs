@@ -162,6 +162,9 @@ pub fn rows(opts: &BenchOpts, nranks: usize) -> anyhow::Result<Vec<Row>> {
             opts.max_bytes
         ),
         SpecError::NoRanks | SpecError::TooManyRanks(_) => usage!("--ranks {nranks}: {e}"),
+        SpecError::NotPowerOfTwo(n) => {
+            usage!("--ranks {n}: hypercube needs a power-of-two number of ranks (2, 4, 8, ...)")
+        }
         other => usage!("{other}"),
     })?;
     if rows.is_empty() {

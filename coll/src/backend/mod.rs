@@ -46,7 +46,7 @@ impl BufferSizes {
 
 /// The pairs of ranks the rows need a QP between (smaller rank first, in order): the ring
 /// (every collective's barrier goes around it); every pair for all-to-all; the root and
-/// every other rank for gather and scatter.
+/// every other rank for gather and scatter; `r` and `r ^ 2^k` for hypercube.
 pub fn pairs(rows: &[Row], nranks: usize) -> Vec<(usize, usize)> {
     if nranks < 2 {
         return Vec::new();
@@ -63,6 +63,17 @@ pub fn pairs(rows: &[Row], nranks: usize) -> Vec<(usize, usize)> {
             }
             (Collective::Gather | Collective::Scatter, Some(root)) => {
                 out.extend((0..nranks).filter(|&p| p != root).map(|p| pair(root, p)));
+            }
+            (Collective::HyperCube, _) => {
+                for a in 0..nranks {
+                    let masks = (0..usize::BITS).map(|k| 1_usize << k);
+                    out.extend(
+                        masks
+                            .take_while(|&m| m < nranks)
+                            .filter(|&m| a ^ m < nranks)
+                            .map(|m| pair(a, a ^ m)),
+                    );
+                }
             }
             _ => {}
         }

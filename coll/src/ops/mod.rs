@@ -22,8 +22,10 @@
 //! output (in place: into the peer's staging region, copied into the output once every
 //! arrival and every send is complete).
 //!
-//! Rooted (broadcast, reduce, gather, scatter): [`rooted`].
+//! Rooted (broadcast, reduce, gather, scatter): [`rooted`]. Recursive doubling (hypercube):
+//! [`hypercube`].
 
+mod hypercube;
 mod rooted;
 
 use mrc_transport::app::Verbs;
@@ -55,6 +57,9 @@ pub(crate) struct Op {
     sent: u64,
     expected_sent: u64,
     finished: bool,
+    /// Hypercube: the step this rank sends, and the pieces that arrived of each step.
+    hc_step: u32,
+    hc_arrivals: Vec<u64>,
 }
 
 fn block_off(l: &Layout, block: usize) -> u64 {
@@ -76,7 +81,7 @@ impl Op {
             0
         } else if rs || ag {
             (u64::from(rs) + u64::from(ag)) * (n - 1) * l.slices
-        } else if spec.coll == Collective::AllToAll {
+        } else if matches!(spec.coll, Collective::AllToAll | Collective::HyperCube) {
             (n - 1) * l.slices
         } else if n > 1 {
             l.slices
@@ -94,6 +99,8 @@ impl Op {
             sent: 0,
             expected_sent: pieces,
             finished: false,
+            hc_step: 0,
+            hc_arrivals: Vec::new(),
         }
     }
 
@@ -114,7 +121,7 @@ impl Op {
             {
                 (Buf::Recv, 0)
             }
-            Collective::AllGather | Collective::Gather if ip => {
+            Collective::AllGather | Collective::HyperCube | Collective::Gather if ip => {
                 (Buf::Recv, block_off(&self.l, rank))
             }
             _ => (Buf::Send, 0),
@@ -149,6 +156,7 @@ impl Op {
                 self.start_ring(comm, verbs, scratch, r, n)?;
             }
             Collective::AllToAll => self.start_alltoall(comm, verbs, scratch, r, n)?,
+            Collective::HyperCube => self.start_hypercube(comm, verbs, scratch, r, n)?,
             Collective::Broadcast
             | Collective::Reduce
             | Collective::Gather
@@ -279,6 +287,8 @@ impl Op {
                     self.on_ring_data(step, u64::from(slice), comm, verbs, scratch)?;
                 } else if self.spec.coll.rooted() {
                     self.on_rooted_data(u64::from(slice), comm, verbs, scratch)?;
+                } else if self.spec.coll == Collective::HyperCube {
+                    self.on_hypercube_data(step, comm, verbs)?;
                 }
             }
             CommEvent::Nothing => return Ok(()),
