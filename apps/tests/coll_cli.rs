@@ -126,6 +126,7 @@ fn every_refusal_is_one_line_and_exit_2_before_any_output() {
         ),
         (vec!["switch", "--ranks", "1", "--memif", "x"], "--ranks 1"),
         (vec!["switch", "--ranks", "2"], "--memif NAME"),
+        (vec!["-b", "8"], "name the collective first: all_reduce"),
     ] {
         refused(&args, names);
     }

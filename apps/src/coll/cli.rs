@@ -14,7 +14,7 @@ use crate::{bail_usage, usage};
 /// mrc-coll: nccl-tests' collective benchmarks over MRC, on the simulated fabric, on threads
 /// or on processes.
 #[derive(Debug, Parser)]
-#[command(name = "mrc-coll", version, about, long_about = None)]
+#[command(name = "mrc-coll", version, long_about = None)]
 #[command(after_help = "Examples:\n  \
     mrc-coll all_reduce --backend sim --ranks 64 -b 8 -e 256M -f 2 -n 1 -w 0\n  \
     mrc-coll all_reduce --backend sim --ranks 64 -b 256M -e 256M -n 2 --fail-link\n  \
@@ -26,7 +26,7 @@ pub struct Args {
     /// all_reduce | all_gather | reduce_scatter | alltoall | sendrecv | broadcast | reduce |
     /// gather | scatter | hypercube (or with _perf); or `switch`: the one-machine memif fabric
     /// that `--backend dpdk` ranks join.
-    pub collective: String,
+    pub collective: Option<String>,
 
     /// Smallest size in bytes (K, M, G suffixes).
     #[arg(short = 'b', long = "minbytes", default_value = "32M")]
@@ -159,14 +159,25 @@ fn size(flag: &str, s: &str) -> anyhow::Result<u64> {
     parse_size(s).map_err(|e| usage!("{flag} {s}: {e}"))
 }
 
+/// What the first word may be.
+const COLLECTIVES: &str = "all_reduce, all_gather, reduce_scatter, alltoall, sendrecv, \
+                           broadcast, reduce, gather, scatter, hypercube (or switch)";
+
 impl Args {
+    /// The first word: the collective, or `switch`.
+    pub fn collective(&self) -> anyhow::Result<&str> {
+        self.collective
+            .as_deref()
+            .ok_or_else(|| usage!("name the collective first: {COLLECTIVES}"))
+    }
+
     /// The benchmark's options, every nccl-tests option checked (what depends on the ranks
     /// is checked once they are known: [`super::setup`]).
     pub fn bench(&self) -> anyhow::Result<BenchOpts> {
-        let coll: Collective = self
-            .collective
+        let name = self.collective()?;
+        let coll: Collective = name
             .parse()
-            .map_err(|e| usage!("{e}: the first word names the collective"))?;
+            .map_err(|_| usage!("unknown collective {name:?}: one of {COLLECTIVES}"))?;
         let mut o = BenchOpts::new(coll);
         self.sweep(&mut o)?;
         self.nccl_flags(&mut o)?;

@@ -46,7 +46,7 @@ pub struct Outcome {
 /// `switch`, the one-machine fabric of `--backend dpdk`). Everything the command line gets
 /// wrong is refused (a [`Usage`](crate::tool::Usage) error) before the first line.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    if args.collective == "switch" {
+    if args.collective()? == "switch" {
         return dpdk::run_switch(args);
     }
     let opts = args.bench()?;
