@@ -238,6 +238,24 @@ fn every_type_and_operator_reduces_exactly() {
 }
 
 #[test]
+fn a_run_nobody_reads_stops_early() {
+    // A sweep of many lines; asked to go on once, it stops at its second look.
+    static LOOKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let o = opts(Collective::AllReduce, 1 << 20, 64 << 20);
+    let mut b = SimBackend::new(plan(), 4);
+    b.go_on = || LOOKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 1;
+    let rows = o.rows(4).expect("rows");
+    let mut printed = 0;
+    let out = b.run(&rows, &program_opts(&o, true), &mut |_, _| printed += 1);
+    assert!(
+        matches!(out, Err(mrc_coll::backend::sim::SimBackendError::Stopped)),
+        "{out:?}"
+    );
+    assert_eq!(LOOKS.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert!(printed < rows.len(), "{printed} of {} lines", rows.len());
+}
+
+#[test]
 fn two_ranks_and_one_rank() {
     for coll in Collective::ALL {
         let o = opts(coll, 8, 512 * 1024);

@@ -29,6 +29,8 @@ pub enum SimBackendError {
     TooManyRanks { ranks: usize, hosts: u32 },
     #[error(transparent)]
     Sim(#[from] SimError),
+    #[error("stopped early: nobody reads the results any more")]
+    Stopped,
 }
 
 /// Faults that strike "mid-run": during the timed loop of one line, once rank 0 started it.
@@ -56,6 +58,9 @@ pub struct SimBackend {
     pub recv_depth: u32,
     /// How the ranks' times fold into a line (`-a`).
     pub average: Average,
+    /// Asked between stretches of virtual time: `false` stops the run early
+    /// ([`SimBackendError::Stopped`]), as when the reader of the table went away.
+    pub go_on: fn() -> bool,
 }
 
 /// Virtual time between two looks at the ranks' reports.
@@ -91,6 +96,7 @@ impl SimBackend {
             window: DEFAULT_WINDOW,
             recv_depth: DEFAULT_RECV_DEPTH,
             average: Average::Mean,
+            go_on: || true,
         }
     }
 
@@ -235,6 +241,9 @@ impl SimBackend {
             // Done, or nothing left to happen at all.
             if seg.apps_done || (seg.events == 0 && seg.end <= from) {
                 break;
+            }
+            if !(self.go_on)() {
+                return Err(SimBackendError::Stopped);
             }
             if let Some(m) = &mid {
                 let started =
