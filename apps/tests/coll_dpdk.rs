@@ -6,8 +6,11 @@
 //! - `mpirun -np 4 mrc-coll all_reduce --backend dpdk --memif NAME`: with the binary of this
 //!   build (mpirun's ranks, TCP rendezvous) and with one built with the `mpi` feature (MPI
 //!   bootstrap: rank, size, barrier and the exchange of QP attributes through Open MPI);
+//! - the rooted collectives (broadcast, reduce, gather, scatter) over mpirun from every root,
+//!   and hypercube;
 //! - two ranks started by hand with `--tcp-rank`/`--tcp-ranks` (all_gather);
-//! - the refusals a user can act on (no ranks, no ports).
+//! - the refusals a user can act on (no ranks, no ports, a root or a rank count they do not
+//!   have): one line, exit 2, before any rank waits for another.
 //!
 //! Needs DPDK, two CPUs and (for the mpirun tests) Open MPI: otherwise skipped with a message,
 //! or failed under `MRC_REQUIRE_ALL=1`. Processes are killed if a test ends first; memif
@@ -18,7 +21,7 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use mrc_tests::{DpdkRuntimeDirs, Proc, free_port, runs, skip, unique};
+use mrc_tests::{DpdkRuntimeDirs, Proc, assert_refused, free_port, runs, skip, unique};
 use serde_json::Value;
 
 const COLL: &str = env!("CARGO_BIN_EXE_mrc-coll");
@@ -148,6 +151,18 @@ fn assert_exact(rows: &[Value], sizes: &[u64], all: &str) {
 
 /// `mpirun -np 4 BIN all_reduce --backend dpdk ...` with the switch; the table's rows.
 fn mpirun_all_reduce(bin: &Path, tag: &str) -> (String, Vec<Value>) {
+    mpirun_coll(
+        bin,
+        tag,
+        "all_reduce",
+        &[
+            "-b", "8", "-e", "256K", "-f", "8", "-n", "3", "-w", "1", "-c", "1",
+        ],
+    )
+}
+
+/// `mpirun -np 4 BIN COLL --backend dpdk ARGS` with the switch; the table's rows.
+fn mpirun_coll(bin: &Path, tag: &str, coll: &str, args: &[&str]) -> (String, Vec<Value>) {
     let run = Run::new(tag);
     let mut switch = run.switch(4);
     let mut mpirun = Command::new("mpirun");
@@ -162,11 +177,9 @@ fn mpirun_all_reduce(bin: &Path, tag: &str) -> (String, Vec<Value>) {
             "lo",
         ])
         .arg(bin)
-        .arg("all_reduce")
+        .arg(coll)
         .args(run.rank_args())
-        .args([
-            "-b", "8", "-e", "256K", "-f", "8", "-n", "3", "-w", "1", "-c", "1",
-        ])
+        .args(args)
         .arg("-J")
         .arg(&run.json);
     let mut ranks = [Proc::spawn(&mut mpirun, "mpirun")];
@@ -193,6 +206,51 @@ fn mpirun_all_reduce_over_memif_planes_checks_every_element() {
     assert_exact(&rows, &SIZES, &all);
     assert!(all.contains("# Bootstrap: mpirun's ranks"), "{all}");
     assert!(all.contains("# Avg bus bandwidth"), "{all}");
+}
+
+#[test]
+fn mpirun_rooted_collectives_from_every_root_check_every_element() {
+    let _one = serial();
+    let test = "mpirun_rooted_collectives_from_every_root_check_every_element";
+    if let Some(why) = dpdk_missing() {
+        return skip(test, why);
+    }
+    if mpirun_missing() {
+        return skip(test, "no mpirun (apt-get install openmpi-bin)");
+    }
+    for coll in ["broadcast", "reduce", "gather", "scatter"] {
+        let args = [
+            "-b", "1K", "-e", "64K", "-f", "64", "-n", "1", "-w", "0", "-d", "int32",
+        ];
+        let (all, rows) = mpirun_coll(Path::new(COLL), coll, coll, &args);
+        // Sizes 1 KiB and 64 KiB from each root in turn (-r -1).
+        let sizes: Vec<u64> = [1024, 65536].repeat(4);
+        assert_exact(&rows, &sizes, &all);
+        let roots: Vec<i64> = rows
+            .iter()
+            .map(|r| r["root"].as_i64().expect("root"))
+            .collect();
+        assert_eq!(roots, [0, 0, 1, 1, 2, 2, 3, 3], "{coll}\n{all}");
+        assert!(
+            all.contains("# Out of bounds values : 0 OK"),
+            "{coll}\n{all}"
+        );
+    }
+}
+
+#[test]
+fn mpirun_hypercube_checks_every_element() {
+    let _one = serial();
+    let test = "mpirun_hypercube_checks_every_element";
+    if let Some(why) = dpdk_missing() {
+        return skip(test, why);
+    }
+    if mpirun_missing() {
+        return skip(test, "no mpirun (apt-get install openmpi-bin)");
+    }
+    let args = ["-b", "1K", "-e", "256K", "-f", "16", "-n", "1", "-w", "0"];
+    let (all, rows) = mpirun_coll(Path::new(COLL), "hypercube", "hypercube", &args);
+    assert_exact(&rows, &[1024, 16384, 262_144], &all);
 }
 
 /// `mrc-coll` built with the `mpi` feature (rsmpi over Open MPI), in its own target directory
@@ -283,20 +341,16 @@ fn two_ranks_meet_over_the_tcp_rendezvous() {
 
 #[test]
 fn a_rank_without_peers_or_ports_says_what_to_give() {
-    let out = Command::new(COLL)
-        .args(["all_reduce", "--backend", "dpdk", "--memif", "x"])
-        .env_remove("OMPI_COMM_WORLD_RANK")
-        .env_remove("PMI_RANK")
-        .output()
-        .expect("mrc-coll runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("under mpirun") && err.contains("--tcp-rank"),
-        "{err}"
+    // Refusals: one line, exit 2, before any rank waits for another.
+    let line = assert_refused(
+        COLL,
+        &["all_reduce", "--backend", "dpdk", "--memif", "x"],
+        "under mpirun",
     );
-    let out = Command::new(COLL)
-        .args([
+    assert!(line.contains("--tcp-rank"), "{line}");
+    let line = assert_refused(
+        COLL,
+        &[
             "all_reduce",
             "--backend",
             "dpdk",
@@ -304,13 +358,42 @@ fn a_rank_without_peers_or_ports_says_what_to_give() {
             "0",
             "--tcp-ranks",
             "2",
-        ])
-        .output()
-        .expect("mrc-coll runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("--memif NAME") && err.contains("--eal"),
-        "{err}"
+        ],
+        "--memif NAME",
+    );
+    assert!(line.contains("--eal"), "{line}");
+    let rank0 = [
+        "--backend",
+        "dpdk",
+        "--memif",
+        "x",
+        "--tcp-rank",
+        "0",
+        "--tcp-ranks",
+        "2",
+    ];
+    let with = |extra: &[&'static str]| {
+        let mut v = vec!["broadcast"];
+        v.extend_from_slice(&rank0);
+        v.extend_from_slice(extra);
+        v
+    };
+    assert_refused(COLL, &with(&["-r", "2"]), "-r 2: 2 ranks have roots 0 to 1");
+    assert_refused(COLL, &with(&["--ranks", "4"]), "--ranks 4");
+    assert_refused(COLL, &with(&["--planes", "0"]), "--planes 0");
+    assert_refused(
+        COLL,
+        &[
+            "gather",
+            "--backend",
+            "dpdk",
+            "--memif",
+            "x",
+            "--tcp-rank",
+            "2",
+            "--tcp-ranks",
+            "2",
+        ],
+        "--tcp-rank 2",
     );
 }

@@ -1,5 +1,7 @@
 //! Writing an operation's inputs and checking its output (`-c 1`): where each output element
 //! comes from, the expected value, and the count of wrong elements (nccl-tests' `#wrong`).
+//! As in nccl-tests, the output of a reduce or a gather at a rank other than the root must be
+//! left as it was (poisoned, or the rank's own in-place input).
 
 use mrc_transport::app::Verbs;
 
@@ -19,6 +21,8 @@ enum Source {
     Reduced { owner: usize, index: u64 },
     /// Input element `index` of `rank`.
     Value { rank: usize, index: u64 },
+    /// Not written by the operation: the poison [`init`] left.
+    Poison,
 }
 
 impl Source {
@@ -32,12 +36,14 @@ impl Source {
                 rank,
                 index: index + by,
             },
+            Self::Poison => Self::Poison,
         }
     }
 
     fn index(self) -> u64 {
         match self {
             Self::Reduced { index, .. } | Self::Value { index, .. } => index,
+            Self::Poison => 0,
         }
     }
 }
@@ -53,22 +59,34 @@ impl Places {
     pub fn of(spec: &OpSpec, in_place: bool, rank: usize) -> Self {
         let block = spec.layout().block_elems * spec.dtype.size() as u64;
         let input = match spec.coll {
-            Collective::AllGather if in_place => (Buf::Recv, rank as u64 * block),
-            Collective::AllReduce | Collective::AllToAll | Collective::SendRecv if in_place => {
+            Collective::AllGather | Collective::HyperCube | Collective::Gather if in_place => {
+                (Buf::Recv, rank as u64 * block)
+            }
+            Collective::AllReduce
+            | Collective::AllToAll
+            | Collective::SendRecv
+            | Collective::Broadcast
+            | Collective::Reduce
+                if in_place =>
+            {
                 (Buf::Recv, 0)
             }
             _ => (Buf::Send, 0),
         };
         let output = match spec.coll {
-            Collective::ReduceScatter if in_place => (Buf::Send, rank as u64 * block),
+            Collective::ReduceScatter | Collective::Scatter if in_place => {
+                (Buf::Send, rank as u64 * block)
+            }
             _ => (Buf::Recv, 0),
         };
         Self { input, output }
     }
 }
 
-fn source(spec: &OpSpec, l: &Layout, rank: usize, out: u64) -> Source {
+/// Where output element `out` of `rank` comes from.
+fn source(spec: &OpSpec, l: &Layout, rank: usize, in_place: bool, out: u64) -> Source {
     let n = spec.nranks;
+    let root = spec.root.unwrap_or(0);
     match spec.coll {
         Collective::AllReduce => Source::Reduced {
             owner: l.block_of(out),
@@ -78,7 +96,7 @@ fn source(spec: &OpSpec, l: &Layout, rank: usize, out: u64) -> Source {
             owner: rank,
             index: rank as u64 * spec.count + out,
         },
-        Collective::AllGather => {
+        Collective::AllGather | Collective::HyperCube => {
             let b = (out / spec.count) as usize;
             Source::Value {
                 rank: b,
@@ -96,6 +114,45 @@ fn source(spec: &OpSpec, l: &Layout, rank: usize, out: u64) -> Source {
             rank: (rank + n - 1) % n,
             index: out,
         },
+        Collective::Broadcast => Source::Value {
+            rank: root,
+            index: out,
+        },
+        Collective::Reduce if rank == root => Source::Reduced {
+            owner: root,
+            index: out,
+        },
+        Collective::Reduce if in_place => Source::Value { rank, index: out },
+        Collective::Gather if rank == root || (in_place && out / spec.count == rank as u64) => {
+            let b = (out / spec.count) as usize;
+            Source::Value {
+                rank: b,
+                index: out - b as u64 * spec.count,
+            }
+        }
+        Collective::Reduce | Collective::Gather => Source::Poison,
+        Collective::Scatter => Source::Value {
+            rank: root,
+            index: rank as u64 * spec.count + out,
+        },
+    }
+}
+
+/// Where the run of [`Source::Poison`] that holds element `out` of `rank`'s output ends.
+fn poison_end(spec: &OpSpec, rank: usize, in_place: bool, out: u64, total: u64) -> u64 {
+    let own = rank as u64 * spec.count;
+    if spec.coll == Collective::Gather && in_place && out < own {
+        own
+    } else {
+        total
+    }
+}
+
+/// The ranks whose input an operation reads (broadcast and scatter: the root's only).
+fn has_input(spec: &OpSpec, rank: usize) -> bool {
+    match spec.coll {
+        Collective::Broadcast | Collective::Scatter => spec.root == Some(rank),
+        _ => true,
     }
 }
 
@@ -121,6 +178,9 @@ pub(crate) fn init(
             comm.write(verbs, buf, base + done, &scratch[..n])?;
             done += n as u64;
         }
+    }
+    if !has_input(spec, comm.rank()) {
+        return Ok(());
     }
     let esize = spec.dtype.size() as u64;
     let mut done = 0;
@@ -152,6 +212,7 @@ pub(crate) fn count_wrong(
     let mut expected = |s: Source| match s {
         Source::Reduced { owner, index } => reduced.get(owner, index),
         Source::Value { rank, index } => pattern.value(rank, index),
+        Source::Poison => u64::from_le_bytes([POISON; 8]),
     };
     // A block pattern repeats one word per `g` bytes: a `g`-byte run of the output whose
     // source is one aligned run of one rank's input is checked word by word.
@@ -170,11 +231,25 @@ pub(crate) fn count_wrong(
         let mut i = 0;
         while i < n {
             let out = first + i as u64;
-            let s = source(spec, &l, rank, out);
+            let s = source(spec, &l, rank, in_place, out);
+            if s == Source::Poison {
+                // Left as it was: compared as bytes, up to the end of the run.
+                let end = poison_end(spec, rank, in_place, out, total).min(first + n as u64);
+                let bytes = &scratch[i * esize..(end - first) as usize * esize];
+                if bytes.iter().any(|&b| b != POISON) {
+                    wrong += bytes
+                        .chunks_exact(esize)
+                        .filter(|e| e.iter().any(|&b| b != POISON))
+                        .count() as u64;
+                }
+                i = (end - first) as usize;
+                continue;
+            }
             let whole = run > 1
                 && i + run <= n
                 && (s.index() as usize).is_multiple_of(run)
-                && source(spec, &l, rank, out + run as u64 - 1) == s.shifted(run as u64 - 1);
+                && source(spec, &l, rank, in_place, out + run as u64 - 1)
+                    == s.shifted(run as u64 - 1);
             if whole {
                 let lanes = 8 / esize;
                 let mut word = [0u8; 8];

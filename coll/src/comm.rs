@@ -134,6 +134,8 @@ pub enum CommError {
     BadImmediate(u32),
     #[error("rank {rank} has no connection to rank {peer}")]
     NoLink { rank: usize, peer: usize },
+    #[error("timed out: an operation or barrier did not complete within {secs} s")]
+    Timeout { secs: u64 },
 }
 
 const DATA_FLAG: u64 = 1 << 32;

@@ -3,39 +3,35 @@
 //! ```text
 //! mrc-coll all_reduce --backend sim --ranks 64 -b 8 -e 256M -f 2 -n 1 -w 0
 //! mrc-coll all_reduce --backend sim --ranks 64 -b 256M -e 256M -n 2 --fail-link
+//! mrc-coll broadcast --backend sim --ranks 8 -b 1K -e 64M -f 4 -r 0
 //! mrc-coll alltoall --backend mem --ranks 4 -b 1K -e 4M -f 4
 //! mrc-coll switch --ranks 4 --memif demo &
 //! mpirun --allow-run-as-root --oversubscribe -np 4 mrc-coll all_reduce --backend dpdk --memif demo
 //! ```
 //!
 //! Exit status: 0 when every line ran and (with `-c 1`) every element is right, 1 when a run
-//! failed or an element is wrong, 2 for a command line it cannot run.
+//! failed or an element is wrong, 2 for a command line it cannot run (one line on stderr,
+//! before anything is printed).
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
 use mrc_apps::coll::{self, cli::Args};
+use mrc_apps::tool;
+
+const TOOL: &str = "mrc-coll";
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    let checked = if args.collective == "switch" {
-        Ok(())
-    } else {
-        args.bench().and_then(|_| args.faults()).map(|_| ())
+    let args: Args = match tool::parse_args(TOOL) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
-    if let Err(e) = checked {
-        eprintln!("mrc-coll: {e:#}");
-        return ExitCode::from(2);
-    }
-    match coll::run(&args) {
+    let code = match coll::run(&args) {
         Ok(out) if out.ok => ExitCode::SUCCESS,
         Ok(_) => {
-            eprintln!("mrc-coll: wrong or missing results");
-            ExitCode::from(1)
+            eprintln!("{TOOL}: wrong or missing results");
+            ExitCode::from(tool::EXIT_FAILED)
         }
-        Err(e) => {
-            eprintln!("mrc-coll: {e:#}");
-            ExitCode::from(1)
-        }
-    }
+        Err(e) => tool::fail(TOOL, &e, tool::EXIT_FAILED),
+    };
+    tool::finish(TOOL, code)
 }

@@ -20,10 +20,14 @@ use mrc_coll::bootstrap::tcp::TcpBootstrap;
 use mrc_coll::bootstrap::{Bootstrap, mpirun_env};
 
 use super::cli::Args;
+use super::setup::{self, JsonFile};
 use super::{Outcome, Printer, preamble};
+use crate::{bail_usage, outln, usage};
 
 /// The switch's control address with `--memif` and no `--switch`.
 pub const DEFAULT_SWITCH: &str = "127.0.0.1:18600";
+/// Rank 0's rendezvous address without `--tcp-addr`.
+pub const DEFAULT_TCP_ADDR: &str = "127.0.0.1:18515";
 /// How long ranks wait for each other, the switch and the links.
 const CONNECT_TIMEOUT: StdDuration = StdDuration::from_mins(1);
 /// A rank whose program is not done by then fails.
@@ -31,9 +35,9 @@ const RUN_DEADLINE: StdDuration = StdDuration::from_mins(10);
 
 fn socket_addr(s: &str, what: &str) -> anyhow::Result<SocketAddr> {
     s.to_socket_addrs()
-        .with_context(|| format!("{what} {s:?} (host:port)"))?
+        .map_err(|e| usage!("{what} {s}: {e}: give host:port"))?
         .next()
-        .with_context(|| format!("{what} {s:?} names no address"))
+        .ok_or_else(|| usage!("{what} {s} names no address: give host:port"))
 }
 
 /// This rank's EAL template (`{rank}` still in it) and the switch to join, if any.
@@ -44,42 +48,83 @@ fn fabric(args: &Args) -> anyhow::Result<(String, Option<SocketAddr>)> {
         (None, None) => None,
     };
     let eal = match (&args.eal, &args.memif) {
-        (Some(_), Some(_)) => anyhow::bail!("--eal or --memif, not both"),
+        (Some(_), Some(_)) => bail_usage!("--eal or --memif, not both"),
         (Some(e), None) => e.clone(),
-        (None, Some(name)) => memif_rank_eal(name, args.planes),
-        (None, None) => anyhow::bail!(
+        (None, Some(name)) => memif_rank_eal(name, setup::planes(args)?),
+        (None, None) => bail_usage!(
             "--backend dpdk needs this rank's ports: --memif NAME (one machine, with `mrc-coll \
              switch --memif NAME`) or --eal \"...\" (e.g. -a <PCI> per plane, or vdevs with {{rank}})"
         ),
     };
+    let ports = mrc_dpdk::eal_port_names(&eal_args(&eal, 0)).len();
+    if !(1..=setup::MAX_PLANES).contains(&ports) {
+        bail_usage!(
+            "--eal names {ports} ports: 1 to {} (--vdev=NAME,... or -a PCI), one per plane",
+            setup::MAX_PLANES
+        );
+    }
     Ok((eal, switch))
+}
+
+/// This process's rank and the number of ranks, from `--tcp-rank`/`--tcp-ranks` or mpirun's
+/// environment, checked before anyone connects; whether they are mpirun's.
+fn ranks(args: &Args) -> anyhow::Result<(usize, usize, bool)> {
+    let (rank, n, mpirun) = match (args.tcp_rank, args.tcp_ranks) {
+        (Some(r), Some(n)) if r < n => (r, n, false),
+        (Some(r), Some(n)) => bail_usage!("--tcp-rank {r} --tcp-ranks {n}: a rank is 0 to N-1"),
+        (None, None) => match mpirun_env() {
+            Some((r, n)) => (r, n, true),
+            None => bail_usage!(
+                "--backend dpdk runs one rank per process: start the ranks under mpirun, or \
+                 give each --tcp-rank R --tcp-ranks N (rank 0 listens on --tcp-addr)"
+            ),
+        },
+        _ => bail_usage!("--tcp-rank and --tcp-ranks go together"),
+    };
+    if n < 2 {
+        bail_usage!("--backend dpdk needs two ranks or more (got {n}): mpirun -np 2 or more");
+    }
+    if let Some(r) = args.ranks
+        && r != n
+    {
+        bail_usage!(
+            "--ranks {r}: --backend dpdk has the {n} ranks of mpirun or --tcp-ranks: leave \
+             --ranks out"
+        );
+    }
+    Ok((rank, n, mpirun))
 }
 
 /// The ranks' out-of-band channel: `--tcp-rank`/`--tcp-ranks`, else mpirun's (MPI when built
 /// with the `mpi` feature, else a TCP rendezvous at `--tcp-addr` with mpirun's ranks).
-fn bootstrap(args: &Args) -> anyhow::Result<(Box<dyn Bootstrap>, String)> {
-    let addr = socket_addr(&args.tcp_addr, "--tcp-addr")?;
+fn bootstrap(
+    args: &Args,
+    rank: usize,
+    size: usize,
+    mpirun: bool,
+) -> anyhow::Result<(Box<dyn Bootstrap>, String)> {
+    let addr = socket_addr(
+        args.tcp_addr.as_deref().unwrap_or(DEFAULT_TCP_ADDR),
+        "--tcp-addr",
+    )?;
     let tcp = |rank: usize, size: usize| -> anyhow::Result<Box<dyn Bootstrap>> {
         Ok(Box::new(
             TcpBootstrap::join(rank, size, addr, CONNECT_TIMEOUT)
                 .with_context(|| format!("rank {rank} of {size}, rendezvous at {addr}"))?,
         ))
     };
-    match (args.tcp_rank, args.tcp_ranks) {
-        (Some(r), Some(n)) => return Ok((tcp(r, n)?, format!("TCP rendezvous at {addr}"))),
-        (None, None) => {}
-        _ => anyhow::bail!("--tcp-rank and --tcp-ranks go together"),
+    if !mpirun {
+        return Ok((tcp(rank, size)?, format!("TCP rendezvous at {addr}")));
     }
-    let Some((rank, size)) = mpirun_env() else {
-        anyhow::bail!(
-            "--backend dpdk runs one rank per process: start the ranks under mpirun, or give each \
-             --tcp-rank R --tcp-ranks N (rank 0 listens on --tcp-addr)"
-        );
-    };
     #[cfg(feature = "mpi")]
     {
-        let _ = (rank, size);
         let b = mrc_coll::bootstrap::mpi::MpiBootstrap::init()?;
+        anyhow::ensure!(
+            (b.rank(), b.size()) == (rank, size),
+            "MPI says rank {} of {}, mpirun's environment {rank} of {size}",
+            b.rank(),
+            b.size()
+        );
         Ok((Box::new(b), "MPI (mpirun)".to_owned()))
     }
     #[cfg(not(feature = "mpi"))]
@@ -89,15 +134,19 @@ fn bootstrap(args: &Args) -> anyhow::Result<(Box<dyn Bootstrap>, String)> {
     ))
 }
 
-/// One rank of `--backend dpdk`; rank 0 prints nccl-tests' table for all.
+/// One rank of `--backend dpdk`; rank 0 prints nccl-tests' table for all. Every refusal
+/// comes before the ranks meet.
 pub fn run_dpdk(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
     let (eal, switch) = fabric(args)?;
-    let (mut boot, how) = bootstrap(args)?;
-    let (rank, n) = (boot.rank(), boot.size());
-    anyhow::ensure!(n >= 2, "--backend dpdk needs two ranks or more (got {n})");
-    let rows = opts.rows(n)?;
-    anyhow::ensure!(!rows.is_empty(), "no sizes between -b and -e");
+    let (rank, n, mpirun) = ranks(args)?;
+    let rows = setup::rows(opts, n)?;
+    setup::memory(&rows, 1, false)?;
     let lead = rank == 0;
+    let json = match &args.json {
+        Some(path) if lead => Some(JsonFile::create(path)?),
+        _ => None,
+    };
+    let (mut boot, how) = bootstrap(args, rank, n, mpirun)?;
     let mut printer = None;
     if lead {
         let devices: Vec<String> = (0..n)
@@ -106,9 +155,9 @@ pub fn run_dpdk(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
                 format!("mrc-dpdk device {r:>2} [MRC NIC on {}]", ports.join(", "))
             })
             .collect();
-        print!("{}", preamble(opts, &devices));
-        println!("# Bootstrap: {how}");
-        printer = Some(Printer::new(&rows, opts.root));
+        crate::out!("{}", preamble(opts, &devices));
+        outln!("# Bootstrap: {how}");
+        printer = Some(Printer::new(&rows));
     }
     let ropts = DpdkRankOpts {
         eal: eal_args(&eal, rank),
@@ -117,27 +166,29 @@ pub fn run_dpdk(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
         deadline: RUN_DEADLINE,
         connect_timeout: CONNECT_TIMEOUT,
     };
-    let run = run_rank(
-        boot.as_mut(),
-        &ropts,
-        opts.coll,
-        &rows,
-        &program_opts(opts, false),
-    )
-    .with_context(|| format!("rank {rank}"))?;
-    let lines = fold_all(&rows, &run.reports);
+    let run = run_rank(boot.as_mut(), &ropts, &rows, &program_opts(opts, false));
+    let run = match run {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(p) = printer {
+                let _ = p.finish(None);
+            }
+            return Err(anyhow::Error::new(e).context(format!("rank {rank}")));
+        }
+    };
+    let lines = fold_all(&rows, &run.reports, opts.average);
     let out = match printer {
         Some(mut p) => {
             for (i, l) in lines.into_iter().enumerate() {
                 p.line(i, l);
             }
-            p.finish(args.json.as_deref())?
+            p.finish(json)?
         }
         None => Outcome::of(lines),
     };
     for r in run.reports.iter().filter(|_| lead) {
         if let Some(e) = &r.error {
-            println!("# MRC dpdk: {e}");
+            outln!("# MRC dpdk: {e}");
         }
     }
     let failed = run.reports.iter().any(|r| r.error.is_some());
@@ -149,41 +200,44 @@ pub fn run_dpdk(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
 
 /// `mrc-coll switch`: forwards between the ranks' ports until every rank stopped.
 pub fn run_switch(args: &Args) -> anyhow::Result<Outcome> {
-    anyhow::ensure!(args.ranks >= 2, "--ranks: two or more");
+    let ranks = args.ranks.unwrap_or(setup::DEFAULT_RANKS);
+    if !(2..=mrc_coll::proto::MAX_RANKS).contains(&ranks) {
+        bail_usage!(
+            "--ranks {ranks}: the switch joins 2 to {} ranks",
+            mrc_coll::proto::MAX_RANKS
+        );
+    }
+    let planes = setup::planes(args)?;
     let eal = match (&args.eal, &args.memif) {
-        (Some(_), Some(_)) => anyhow::bail!("--eal or --memif, not both"),
+        (Some(_), Some(_)) => bail_usage!("--eal or --memif, not both"),
         (Some(e), None) => e.clone(),
-        (None, Some(name)) => memif_switch_eal(name, args.ranks, args.planes),
-        (None, None) => anyhow::bail!(
+        (None, Some(name)) => memif_switch_eal(name, ranks, planes),
+        (None, None) => bail_usage!(
             "the switch needs its ports: --memif NAME, or --eal with one port per rank and plane"
         ),
     };
     let control = socket_addr(args.switch.as_deref().unwrap_or(DEFAULT_SWITCH), "--switch")?;
     let opts = SwitchOpts {
         eal: eal_args(&eal, 0),
-        ranks: args.ranks,
-        planes: args.planes,
+        ranks,
+        planes,
         control,
         lifetime: RUN_DEADLINE,
     };
     let stats = switch::run(&opts, &mut |addr| {
-        println!(
-            "# mrc-coll switch: {} ranks x {} planes, control on {addr}",
-            args.ranks, args.planes
-        );
+        outln!("# mrc-coll switch: {ranks} ranks x {planes} planes, control on {addr}");
     })?;
-    println!(
-        "# mrc-coll switch: {} frames in, {} forwarded, {} unroutable, {} dropped at TX; {} of {} \
-         ranks stopped",
+    outln!(
+        "# mrc-coll switch: {} frames in, {} forwarded, {} unroutable, {} dropped at TX; {} of \
+         {ranks} ranks stopped",
         stats.received,
         stats.forwarded,
         stats.unroutable,
         stats.tx_dropped,
         stats.ranks_stopped,
-        args.ranks
     );
     Ok(Outcome {
         lines: Vec::new(),
-        ok: stats.ranks_stopped == args.ranks,
+        ok: stats.ranks_stopped == ranks,
     })
 }

@@ -1,32 +1,38 @@
 //! `mrc-coll`: nccl-tests' collective benchmarks over MRC (docs/mrc-coll.md).
 //!
 //! ```text
-//!  cli ──► BenchOpts (mrc-coll) ──► backend: sim | mem | dpdk ──► Program per rank
-//!                                     │  per line: every rank's time and #wrong
-//!                                     ▼
-//!          nccl-tests' table (time averaged over ranks, #wrong summed) · JSON
+//!  cli ──► BenchOpts ──► setup: every refusal (ranks, root, window, planes, memory, -J)
+//!                          ▼      before anything is printed
+//!          backend: sim | mem | dpdk ──► Program per rank
+//!                          │  per line: every rank's time and #wrong
+//!                          ▼
+//!          nccl-tests' table (time averaged over ranks or as -a says, #wrong summed) · JSON
 //! ```
 //!
 //! The collectives and the table are `mrc-coll`'s; this module only parses the command line,
-//! picks the backend and prints.
+//! picks the backend and prints (through [`outln!`](crate::outln): a reader that goes away
+//! ends the output quietly).
 
 pub mod cli;
 pub mod dpdk;
+pub mod setup;
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 
 use anyhow::Context as _;
-use mrc_coll::backend::sim::{MidRun, SimBackend, default_plan};
+use mrc_coll::backend::sim::{MidRun, SimBackend, SimBackendError, default_plan};
 use mrc_coll::backend::{mem, program_opts};
 use mrc_coll::bench::{self, LineResult};
+use mrc_coll::program::Blocking;
 use mrc_coll::{BenchOpts, Row};
 use mrc_sim::Fault;
 use mrc_srv6::plan::{LinkTier, Plan};
 use mrc_transport::Duration;
 
 use crate::perf::faults::{FaultSpec, describe, schedule};
-use cli::{Args, FaultArgs};
+use crate::{out, outln, usage};
+use cli::Args;
+use setup::{Backend, JsonFile};
 
 /// What a run printed and whether it passed.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,21 +43,17 @@ pub struct Outcome {
 }
 
 /// Runs the benchmark the command line asks for, printing as nccl-tests does (or, for
-/// `switch`, the one-machine fabric of `--backend dpdk`).
+/// `switch`, the one-machine fabric of `--backend dpdk`). Everything the command line gets
+/// wrong is refused (a [`Usage`](crate::tool::Usage) error) before the first line.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    if args.collective == "switch" {
+    if args.collective()? == "switch" {
         return dpdk::run_switch(args);
     }
     let opts = args.bench()?;
-    let faults = args.faults()?;
-    match args.backend.as_str() {
-        "sim" => run_sim(args, &opts, &faults),
-        "mem" | "dpdk" if !faults.specs.is_empty() => {
-            anyhow::bail!("faults are for --backend sim")
-        }
-        "mem" => run_mem(args, &opts),
-        "dpdk" => dpdk::run_dpdk(args, &opts),
-        other => anyhow::bail!("unknown backend {other:?} (sim, mem or dpdk)"),
+    match Backend::of(args)? {
+        Backend::Sim => run_sim(args, &opts),
+        Backend::Mem => run_mem(args, &opts),
+        Backend::Dpdk => dpdk::run_dpdk(args, &opts),
     }
 }
 
@@ -66,7 +68,7 @@ impl Outcome {
     }
 }
 
-/// nccl-tests' first line and the device list.
+/// nccl-tests' first lines and the device list.
 pub fn preamble(opts: &BenchOpts, devices: &[String]) -> String {
     let step = if opts.step_factor > 1 {
         format!("{}(factor)", opts.step_factor)
@@ -74,13 +76,22 @@ pub fn preamble(opts: &BenchOpts, devices: &[String]) -> String {
         format!("{}(bytes)", opts.step_bytes)
     };
     let mut s = format!(
-        "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {step} warmup iters: {} iters: {} agg iters: 1 validation: {} graph: 0\n#\n# Using devices\n",
-        opts.min_bytes,
-        opts.max_bytes,
-        opts.warmup,
-        opts.iters,
-        u8::from(opts.check)
+        "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {step} warmup iters: {} iters: {} agg iters: {} validation: {} graph: 0\n",
+        opts.min_bytes, opts.max_bytes, opts.warmup, opts.iters, opts.agg_iters, opts.checks
     );
+    match opts.blocking {
+        Blocking::BarrierEach => s.push_str(
+            "# Blocking Enabled: wait and barrier after each inner iteration (-m) \n",
+        ),
+        Blocking::Wait => {
+            s.push_str("# Blocking Enabled: wait after each inner iteration (-m), no barrier \n");
+        }
+        Blocking::BarrierIterExcluded => s.push_str(
+            "# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n",
+        ),
+        Blocking::No => {}
+    }
+    s.push_str("#\n# Using devices\n");
     for (r, d) in devices.iter().enumerate() {
         let _ = writeln!(
             s,
@@ -88,7 +99,6 @@ pub fn preamble(opts: &BenchOpts, devices: &[String]) -> String {
             std::process::id()
         );
     }
-    s.push_str("#\n");
     s
 }
 
@@ -96,30 +106,26 @@ pub fn preamble(opts: &BenchOpts, devices: &[String]) -> String {
 #[derive(Debug)]
 pub struct Printer<'a> {
     rows: &'a [Row],
-    root: i32,
     lines: Vec<[Option<LineResult>; 2]>,
 }
 
 impl<'a> Printer<'a> {
-    pub fn new(rows: &'a [Row], root: i32) -> Self {
-        print!("{}", bench::header());
-        let _ = std::io::stdout().flush();
+    pub fn new(rows: &'a [Row]) -> Self {
+        out!("#\n{}", bench::header());
         Self {
             rows,
-            root,
             lines: vec![[None, None]; rows.len()],
         }
     }
 
     pub fn line(&mut self, i: usize, l: [Option<LineResult>; 2]) {
         self.lines[i] = l;
-        println!("{}", bench::line(&self.rows[i].spec, self.root, l));
-        let _ = std::io::stdout().flush();
+        outln!("{}", bench::line(&self.rows[i].spec, l));
     }
 
-    pub fn finish(self, json: Option<&str>) -> anyhow::Result<Outcome> {
-        print!("{}", bench::footer(&self.lines));
-        if let Some(path) = json {
+    pub fn finish(self, json: Option<JsonFile>) -> anyhow::Result<Outcome> {
+        out!("{}", bench::footer(&self.lines));
+        if let Some(file) = json {
             let doc: Vec<serde_json::Value> = self
                 .rows
                 .iter()
@@ -131,23 +137,28 @@ impl<'a> Printer<'a> {
                         "count": r.spec.count,
                         "type": r.spec.dtype.name(),
                         "redop": r.spec.op.map_or("none", |o| o.name()),
+                        "root": bench::root_column(&r.spec),
                         "ranks": r.spec.nranks,
                         "out_of_place": l[0],
                         "in_place": l[1],
                     })
                 })
                 .collect();
-            std::fs::write(path, serde_json::to_string_pretty(&doc)?)
-                .with_context(|| format!("-J {path}"))?;
+            file.write(&serde_json::Value::Array(doc))?;
         }
         Ok(Outcome::of(self.lines))
     }
 }
 
+/// The `-J` file, if any, created now.
+fn json_file(args: &Args) -> anyhow::Result<Option<JsonFile>> {
+    args.json.as_deref().map(JsonFile::create).transpose()
+}
+
 fn load_plan(args: &Args) -> anyhow::Result<Plan> {
     match &args.plan {
         None => Ok(default_plan()),
-        Some(p) => Plan::load_or_builtin(p).with_context(|| format!("--plan {p}")),
+        Some(p) => Plan::load_or_builtin(p).map_err(|e| usage!("--plan {p}: {e}")),
     }
 }
 
@@ -167,7 +178,7 @@ fn sim_faults(
     let client = backend.host_of(0);
     let (abs, rel): (Vec<FaultSpec>, Vec<FaultSpec>) = specs.iter().partition(|s| timed(s));
     backend.faults =
-        schedule(&abs, &backend.plan, client, Duration::ZERO).map_err(anyhow::Error::msg)?;
+        schedule(&abs, &backend.plan, client, Duration::ZERO).map_err(|e| usage!("{e}"))?;
     if !rel.is_empty() {
         let row = rows.len() - 1;
         let spec = rows[row].spec;
@@ -178,23 +189,29 @@ fn sim_faults(
             placement: 0,
             after_ns: (op_ns * f64::from(iters) / 2.0) as u64,
             faults: schedule(&rel, &backend.plan, client, Duration::ZERO)
-                .map_err(anyhow::Error::msg)?,
+                .map_err(|e| usage!("{e}"))?,
         });
     }
     Ok(())
 }
 
-fn run_sim(args: &Args, opts: &BenchOpts, faults: &FaultArgs) -> anyhow::Result<Outcome> {
+fn run_sim(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
+    let faults = args.faults()?;
     let plan = load_plan(args)?;
-    let mut backend = SimBackend::new(plan, args.ranks);
-    backend.seed = args.seed;
+    let ranks = setup::sim_ranks(args, &plan)?;
+    let rows = setup::rows(opts, ranks)?;
+    setup::memory(&rows, ranks, true)?;
+    let mut backend = SimBackend::new(plan, ranks);
+    backend.seed = args.seed.unwrap_or(1);
     backend.window = args.window;
-    let rows = opts.rows(args.ranks)?;
-    anyhow::ensure!(!rows.is_empty(), "no sizes between -b and -e");
+    backend.average = opts.average;
+    // A reader that went away (`| head -1`) ends a long simulation early.
+    backend.go_on = crate::tool::out_open;
     sim_faults(&mut backend, &faults.specs, &rows, opts.iters)?;
+    let json = json_file(args)?;
     let plan = &backend.plan;
     let gbps = plan.link_params(LinkTier::Host).speed_gbps;
-    let devices: Vec<String> = (0..args.ranks)
+    let devices: Vec<String> = (0..ranks)
         .map(|r| {
             format!(
                 "sim-h{} device {r:>2} [MRC {} planes x {gbps} Gb/s, plan {}]",
@@ -204,19 +221,29 @@ fn run_sim(args: &Args, opts: &BenchOpts, faults: &FaultArgs) -> anyhow::Result<
             )
         })
         .collect();
-    print!("{}", preamble(opts, &devices));
-    let mut printer = Printer::new(&rows, opts.root);
-    let run = backend.run(opts.coll, &rows, &program_opts(opts, true), &mut |i, l| {
+    out!("{}", preamble(opts, &devices));
+    let mut printer = Printer::new(&rows);
+    let run = backend.run(&rows, &program_opts(opts, true), &mut |i, l| {
         printer.line(i, l);
     });
     let run = match run {
         Ok(r) => r,
+        Err(SimBackendError::Stopped) => {
+            // Nobody reads on: what ran is the verdict (no line wrong so far).
+            let lines = printer.finish(None)?.lines;
+            let ok = lines
+                .iter()
+                .flatten()
+                .flatten()
+                .all(|l| l.wrong.is_none_or(|w| w == 0));
+            return Ok(Outcome { lines, ok });
+        }
         Err(e) => {
             let _ = printer.finish(None);
             return Err(e.into());
         }
     };
-    let out = printer.finish(args.json.as_deref())?;
+    let out = printer.finish(json)?;
     let rate = backend.host_rate_bytes() / 1e9;
     let peak = out
         .lines
@@ -225,7 +252,7 @@ fn run_sim(args: &Args, opts: &BenchOpts, faults: &FaultArgs) -> anyhow::Result<
         .flatten()
         .map(|l| l.busbw)
         .fold(0.0_f64, f64::max);
-    println!(
+    outln!(
         "# MRC sim: host line rate {rate:.1} GB/s ({} planes x {gbps} Gb/s); peak busbw {peak:.2} GB/s = {:.1} % of it",
         plan.planes(),
         100.0 * peak / rate
@@ -233,10 +260,10 @@ fn run_sim(args: &Args, opts: &BenchOpts, faults: &FaultArgs) -> anyhow::Result<
     let mut faults: Vec<Fault> = backend.faults.clone();
     faults.extend(run.mid_run_faults.iter().copied());
     for f in describe(&faults) {
-        println!("# MRC sim: fault {f}");
+        outln!("# MRC sim: fault {f}");
     }
     let c = run.counters;
-    println!(
+    outln!(
         "# MRC sim: {} EV state changes; switch ports: {} trimmed, {} ECN-marked, {} dropped, {} lost on failed links",
         run.ev_changes,
         c.switch_ports.trimmed,
@@ -244,7 +271,7 @@ fn run_sim(args: &Args, opts: &BenchOpts, faults: &FaultArgs) -> anyhow::Result<
         c.switch_ports.tail_dropped + c.switch_ports.down_dropped,
         c.lost_in_flight
     );
-    println!(
+    outln!(
         "# MRC sim: virtual time {:.3} ms, {} events in {:.1} s wall",
         run.summary.end.as_micros_f64() / 1000.0,
         run.summary.events,
@@ -252,38 +279,53 @@ fn run_sim(args: &Args, opts: &BenchOpts, faults: &FaultArgs) -> anyhow::Result<
     );
     for r in &run.reports {
         if let Some(e) = &r.error {
-            println!("# MRC sim: {e}");
+            outln!("# MRC sim: {e}");
         }
     }
-    Ok(out)
+    let failed = run.reports.iter().any(|r| r.error.is_some());
+    Ok(Outcome {
+        ok: out.ok && !failed,
+        ..out
+    })
 }
 
 fn run_mem(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
-    let rows = opts.rows(args.ranks)?;
-    anyhow::ensure!(!rows.is_empty(), "no sizes between -b and -e");
-    let backend = mem::MemBackend::new(args.ranks, args.planes);
-    let devices: Vec<String> = (0..args.ranks)
-        .map(|r| {
-            format!(
-                "thread {r} device {r:>2} [MRC NIC thread, {} in-memory planes]",
-                args.planes
-            )
-        })
+    let ranks = setup::mem_ranks(args)?;
+    let planes = setup::planes(args)?;
+    let rows = setup::rows(opts, ranks)?;
+    setup::memory(&rows, ranks, false)?;
+    let json = json_file(args)?;
+    let backend = mem::MemBackend::new(ranks, planes);
+    let devices: Vec<String> = (0..ranks)
+        .map(|r| format!("thread {r} device {r:>2} [MRC NIC thread, {planes} in-memory planes]"))
         .collect();
-    print!("{}", preamble(opts, &devices));
-    let mut printer = Printer::new(&rows, opts.root);
-    let reports = backend.run(opts.coll, &rows, &program_opts(opts, false), args.window)?;
-    for (i, l) in mrc_coll::backend::fold_all(&rows, &reports)
+    out!("{}", preamble(opts, &devices));
+    let mut printer = Printer::new(&rows);
+    let reports = backend
+        .run(&rows, &program_opts(opts, false), args.window)
+        .context("--backend mem");
+    let reports = match reports {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = printer.finish(None);
+            return Err(e);
+        }
+    };
+    for (i, l) in mrc_coll::backend::fold_all(&rows, &reports, opts.average)
         .into_iter()
         .enumerate()
     {
         printer.line(i, l);
     }
-    let out = printer.finish(args.json.as_deref())?;
+    let out = printer.finish(json)?;
     for r in &reports {
         if let Some(e) = &r.error {
-            println!("# MRC mem: {e}");
+            outln!("# MRC mem: {e}");
         }
     }
-    Ok(out)
+    let failed = reports.iter().any(|r| r.error.is_some());
+    Ok(Outcome {
+        ok: out.ok && !failed,
+        ..out
+    })
 }

@@ -26,7 +26,6 @@ use super::{BufferSizes, pairs};
 use crate::bootstrap::{Bootstrap, BootstrapError};
 use crate::comm::{Comm, DEFAULT_RECV_DEPTH};
 use crate::program::{Program, ProgramOpts, RankReport, Row};
-use crate::spec::Collective;
 
 /// memif marks a link down before its control thread is done with the disconnect; closing a
 /// port in that window double-frees (docs/nics.md).
@@ -189,7 +188,6 @@ fn unjson<T: serde::de::DeserializeOwned>(
 pub fn run_rank(
     boot: &mut dyn Bootstrap,
     opts: &DpdkRankOpts,
-    coll: Collective,
     rows: &[Row],
     popts: &ProgramOpts,
 ) -> Result<DpdkRun, DpdkBackendError> {
@@ -224,7 +222,7 @@ pub fn run_rank(
     cfg.idle = IdlePolicy::Yield { after: 64 };
     let (nic, handle) = Nic::spawn(cfg, io).map_err(nic_err)?;
     let mut nic = Some(nic);
-    let result = run_program(boot, opts, &handle, coll, rows, popts);
+    let result = run_program(boot, opts, &handle, rows, popts);
     // Teardown in memif's order, whatever happened: stop polling, tell the switch, wait for
     // it to close the server side, then close.
     let exit = nic.take().and_then(|n| n.shutdown().ok());
@@ -261,13 +259,12 @@ fn run_program(
     boot: &mut dyn Bootstrap,
     opts: &DpdkRankOpts,
     handle: &mrc_nic::NicHandle,
-    coll: Collective,
     rows: &[Row],
     popts: &ProgramOpts,
 ) -> Result<Vec<RankReport>, DpdkBackendError> {
     let (rank, n) = (boot.rank(), boot.size());
     let nic_err = |source| DpdkBackendError::Nic { rank, source };
-    let pairs = pairs(coll, n);
+    let pairs = pairs(rows, n);
     let cap = QpCap {
         max_send_wr: (opts.window * 2).max(256),
         max_recv_wr: (DEFAULT_RECV_DEPTH * 2).max(256),

@@ -4,7 +4,7 @@
 
 use std::time::Duration as StdDuration;
 
-use mrc_nic::io::mem::router_mac;
+use mrc_nic::io::mem::{PlanesError, router_mac};
 use mrc_nic::{AppDriver, MemFabric, NextHop, Nic, NicConfig, NicError};
 use mrc_transport::verbs::QpCap;
 
@@ -12,7 +12,6 @@ use super::nic::{RankInfo, RankNic, endpoint_config, peers_of, rank_addr};
 use super::{BufferSizes, pairs};
 use crate::comm::{Comm, DEFAULT_RECV_DEPTH};
 use crate::program::{Program, ProgramOpts, RankReport, Row};
-use crate::spec::Collective;
 
 /// Why the threads could not run.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +20,8 @@ pub enum MemBackendError {
     Nic { rank: usize, source: NicError },
     #[error("rank {0}'s thread panicked")]
     Panicked(usize),
+    #[error(transparent)]
+    Planes(#[from] PlanesError),
 }
 
 /// Ranks as threads over in-memory links.
@@ -54,21 +55,20 @@ impl MemBackend {
     /// Runs every row on every rank; the ranks' reports.
     pub fn run(
         &self,
-        coll: Collective,
         rows: &[Row],
         popts: &ProgramOpts,
         window: u32,
     ) -> Result<Vec<RankReport>, MemBackendError> {
         let n = self.ranks;
         let nic_err = |rank| move |source| MemBackendError::Nic { rank, source };
-        let mut fabric = MemFabric::new(self.planes);
+        let mut fabric = MemFabric::try_new(self.planes)?;
         for r in 0..n {
             fabric.add_host(rank_addr(r));
         }
         let (ios, _control) = fabric.build();
         let mut nics = Vec::new();
         let mut ranks = Vec::new();
-        let pairs = pairs(coll, n);
+        let pairs = pairs(rows, n);
         let sizes = BufferSizes::for_rows(rows);
         let cap = QpCap {
             max_send_wr: (window * 2).max(256),

@@ -12,11 +12,10 @@ use mrc_srv6::plan::{LinkTier, Plan};
 use mrc_transport::verbs::QpCap;
 
 use super::{BufferSizes, RECV_VA, RankBuffers, SEND_VA, STAGE_VA, fold_all, pairs};
-use crate::bench::LineResult;
+use crate::bench::{Average, LineResult};
 use crate::comm::{Comm, CommSetup, DEFAULT_RECV_DEPTH, DEFAULT_WINDOW, Region};
 use crate::memory::CompactMemory;
 use crate::program::{Program, ProgramOpts, RankReport, ReportHandle, Row};
-use crate::spec::Collective;
 
 /// The default fabric: 8 planes × 8 racks × 16 hosts, 400 Gb/s links.
 pub const DEFAULT_PLAN_TOML: &str = include_str!("../../../plans/8plane-128.toml");
@@ -30,6 +29,8 @@ pub enum SimBackendError {
     TooManyRanks { ranks: usize, hosts: u32 },
     #[error(transparent)]
     Sim(#[from] SimError),
+    #[error("stopped early: nobody reads the results any more")]
+    Stopped,
 }
 
 /// Faults that strike "mid-run": during the timed loop of one line, once rank 0 started it.
@@ -55,6 +56,11 @@ pub struct SimBackend {
     pub mid_run: Option<MidRun>,
     pub window: u32,
     pub recv_depth: u32,
+    /// How the ranks' times fold into a line (`-a`).
+    pub average: Average,
+    /// Asked between stretches of virtual time: `false` stops the run early
+    /// ([`SimBackendError::Stopped`]), as when the reader of the table went away.
+    pub go_on: fn() -> bool,
 }
 
 /// Virtual time between two looks at the ranks' reports.
@@ -89,6 +95,8 @@ impl SimBackend {
             mid_run: None,
             window: DEFAULT_WINDOW,
             recv_depth: DEFAULT_RECV_DEPTH,
+            average: Average::Mean,
+            go_on: || true,
         }
     }
 
@@ -110,7 +118,6 @@ impl SimBackend {
     /// it.
     pub fn run(
         &self,
-        coll: Collective,
         rows: &[Row],
         popts: &ProgramOpts,
         on_line: &mut dyn FnMut(usize, [Option<LineResult>; 2]),
@@ -161,7 +168,7 @@ impl SimBackend {
             ..ConnOpts::default()
         };
         let mut links = vec![Vec::new(); n];
-        for (a, b) in pairs(coll, n) {
+        for (a, b) in pairs(rows, n) {
             let c = sim.connect(hosts[a], hosts[b], opts)?;
             links[a].push(published[b].link(b, c.a.qpn));
             links[b].push(published[a].link(a, c.b.qpn));
@@ -189,7 +196,7 @@ impl SimBackend {
         }
 
         let mut printed = 0;
-        let check = popts.check;
+        let check = popts.checks > 0;
         let mut emit = |handles: &[ReportHandle], upto_all: bool| {
             while printed < rows.len() {
                 let reports: Vec<RankReport> = handles
@@ -203,7 +210,11 @@ impl SimBackend {
                 if !complete && !upto_all {
                     return;
                 }
-                let lines = fold_all(&rows[printed..=printed], &trim(&reports, printed));
+                let lines = fold_all(
+                    &rows[printed..=printed],
+                    &trim(&reports, printed),
+                    self.average,
+                );
                 on_line(printed, lines[0]);
                 printed += 1;
             }
@@ -230,6 +241,9 @@ impl SimBackend {
             // Done, or nothing left to happen at all.
             if seg.apps_done || (seg.events == 0 && seg.end <= from) {
                 break;
+            }
+            if !(self.go_on)() {
+                return Err(SimBackendError::Stopped);
             }
             if let Some(m) = &mid {
                 let started =

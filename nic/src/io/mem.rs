@@ -48,16 +48,35 @@ pub struct MemFabric {
     hosts: Vec<Ipv6Addr>,
 }
 
+/// The most planes a [`MemFabric`] has (the engine's ports per NIC).
+pub const MAX_PLANES: usize = 32;
+
+/// A plane count no [`MemFabric`] has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0} planes: an in-memory fabric has 1 to {MAX_PLANES}")]
+pub struct PlanesError(pub usize);
+
 impl MemFabric {
-    /// A fabric of `planes` planes (1..=32), no hosts yet.
-    pub fn new(planes: usize) -> Self {
-        assert!((1..=32).contains(&planes), "1..=32 planes");
-        Self {
+    /// A fabric of `planes` planes (1..=[`MAX_PLANES`]), no hosts yet; another count is an
+    /// error (a user's `--planes 0` is refused, not a panic).
+    pub fn try_new(planes: usize) -> Result<Self, PlanesError> {
+        if !(1..=MAX_PLANES).contains(&planes) {
+            return Err(PlanesError(planes));
+        }
+        Ok(Self {
             planes,
             frame_room: DEFAULT_FRAME_ROOM,
             ring_depth: DEFAULT_RING_DEPTH,
             hosts: Vec::new(),
-        }
+        })
+    }
+
+    /// [`try_new`](Self::try_new) for a count known to be right.
+    ///
+    /// # Panics
+    /// If `planes` is not 1..=[`MAX_PLANES`].
+    pub fn new(planes: usize) -> Self {
+        Self::try_new(planes).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Bytes per buffer (the longest frame).

@@ -21,6 +21,12 @@
 //! Direct (all-to-all, send/recv): every rank writes each block straight into its peer's
 //! output (in place: into the peer's staging region, copied into the output once every
 //! arrival and every send is complete).
+//!
+//! Rooted (broadcast, reduce, gather, scatter): [`rooted`]. Recursive doubling (hypercube):
+//! [`hypercube`].
+
+mod hypercube;
+mod rooted;
 
 use mrc_transport::app::Verbs;
 
@@ -51,6 +57,9 @@ pub(crate) struct Op {
     sent: u64,
     expected_sent: u64,
     finished: bool,
+    /// Hypercube: the step this rank sends, and the pieces that arrived of each step.
+    hc_step: u32,
+    hc_arrivals: Vec<u64>,
 }
 
 fn block_off(l: &Layout, block: usize) -> u64 {
@@ -63,13 +72,16 @@ impl Op {
             Collective::AllReduce => (true, true),
             Collective::ReduceScatter => (true, false),
             Collective::AllGather => (false, true),
-            Collective::AllToAll | Collective::SendRecv => (false, false),
+            _ => (false, false),
         };
         let n = spec.nranks as u64;
         let l = spec.layout();
-        let pieces = if rs || ag {
+        // Rooted collectives count their pieces when they start (they depend on the rank).
+        let pieces = if spec.coll.rooted() {
+            0
+        } else if rs || ag {
             (u64::from(rs) + u64::from(ag)) * (n - 1) * l.slices
-        } else if spec.coll == Collective::AllToAll {
+        } else if matches!(spec.coll, Collective::AllToAll | Collective::HyperCube) {
             (n - 1) * l.slices
         } else if n > 1 {
             l.slices
@@ -87,6 +99,8 @@ impl Op {
             sent: 0,
             expected_sent: pieces,
             finished: false,
+            hc_step: 0,
+            hc_arrivals: Vec::new(),
         }
     }
 
@@ -98,10 +112,18 @@ impl Op {
     fn input(&self, rank: usize) -> (Buf, u64) {
         let ip = self.in_place;
         match self.spec.coll {
-            Collective::AllReduce | Collective::AllToAll | Collective::SendRecv if ip => {
+            Collective::AllReduce
+            | Collective::AllToAll
+            | Collective::SendRecv
+            | Collective::Broadcast
+            | Collective::Reduce
+                if ip =>
+            {
                 (Buf::Recv, 0)
             }
-            Collective::AllGather if ip => (Buf::Recv, block_off(&self.l, rank)),
+            Collective::AllGather | Collective::HyperCube | Collective::Gather if ip => {
+                (Buf::Recv, block_off(&self.l, rank))
+            }
             _ => (Buf::Send, 0),
         }
     }
@@ -109,8 +131,10 @@ impl Op {
     /// Where the output of block `block` (at byte `off` of the block layout) goes.
     fn output_at(&self, rank: usize, off: u64) -> (Buf, u64) {
         match (self.spec.coll, self.in_place) {
-            (Collective::ReduceScatter, false) => (Buf::Recv, off - block_off(&self.l, rank)),
-            (Collective::ReduceScatter, true) => (Buf::Send, off),
+            (Collective::ReduceScatter | Collective::Scatter, false) => {
+                (Buf::Recv, off - block_off(&self.l, rank))
+            }
+            (Collective::ReduceScatter | Collective::Scatter, true) => (Buf::Send, off),
             _ => (Buf::Recv, off),
         }
     }
@@ -132,6 +156,11 @@ impl Op {
                 self.start_ring(comm, verbs, scratch, r, n)?;
             }
             Collective::AllToAll => self.start_alltoall(comm, verbs, scratch, r, n)?,
+            Collective::HyperCube => self.start_hypercube(comm, verbs, scratch, r, n)?,
+            Collective::Broadcast
+            | Collective::Reduce
+            | Collective::Gather
+            | Collective::Scatter => self.start_rooted(comm, verbs, scratch, r, n)?,
             Collective::SendRecv => {
                 comm.send_ready(comm.prev(), verbs)?;
                 comm.expect_ready(comm.next())?;
@@ -151,7 +180,8 @@ impl Op {
         self.check_finished(comm, verbs, scratch)
     }
 
-    /// One rank: the output is the input.
+    /// One rank: the output is the input (one rank's reduction is its input, avg divides by
+    /// one).
     fn local_only(
         &self,
         comm: &Comm,
@@ -255,6 +285,10 @@ impl Op {
                 self.arrivals += 1;
                 if self.rs || self.ag {
                     self.on_ring_data(step, u64::from(slice), comm, verbs, scratch)?;
+                } else if self.spec.coll.rooted() {
+                    self.on_rooted_data(u64::from(slice), comm, verbs, scratch)?;
+                } else if self.spec.coll == Collective::HyperCube {
+                    self.on_hypercube_data(step, comm, verbs)?;
                 }
             }
             CommEvent::Nothing => return Ok(()),
@@ -352,6 +386,7 @@ impl Op {
                         &mut scratch.a,
                     )?;
                 }
+                Collective::Scatter => self.finish_scatter_in_place(comm, verbs, scratch)?,
                 _ => {}
             }
         }
