@@ -310,7 +310,8 @@ impl Args {
     /// The fault options.
     pub fn faults(&self) -> anyhow::Result<FaultArgs> {
         // The parsers' messages mostly name their option already.
-        let named = |flag: &str, s: &str, e: String| {
+        let named = |flag: &str, s: &str, e: crate::tool::Usage| {
+            let e = e.to_string();
             if e.starts_with("--") {
                 usage!("{e}")
             } else {
