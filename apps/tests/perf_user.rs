@@ -112,7 +112,7 @@ fn on_off_shapes_the_wire_at_the_default_depth() {
         let total: f64 = gbps.iter().sum();
         if start < 1.0 || (start - 25.0).abs() < 1.0 {
             on.push(total);
-        } else if start >= 74.0 && start <= 176.0 {
+        } else if (74.0..=176.0).contains(&start) {
             // Wholly inside an OFF phase, past the drain of the last ON packets.
             off.push(total);
         }

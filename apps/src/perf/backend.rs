@@ -153,6 +153,9 @@ impl CpuMeter {
     }
 }
 
+/// Wraps a host's registered memory ([`Hooks::memory`]).
+pub type WrapMemory = fn(Box<dyn Memory>) -> Box<dyn Memory>;
+
 /// Hooks a backend calls while it runs.
 #[derive(Debug, Clone, Default)]
 pub struct Hooks {
@@ -162,7 +165,7 @@ pub struct Hooks {
     pub metrics: Option<Arc<Exporter>>,
     /// Interpose on each host's registered memory (tests: a fault between the engine and
     /// the memory, which `--check` must catch). Simulator backend only.
-    pub memory: Option<fn(Box<dyn Memory>) -> Box<dyn Memory>>,
+    pub memory: Option<WrapMemory>,
 }
 
 /// The messages completed in one reporting period (`--run_infinitely`).

@@ -118,7 +118,7 @@ mod tests {
     #[test]
     fn a_run_that_does_not_fit_is_refused_by_name() {
         let s = settings(&["-s", "1073741824", "-q", "16", "-n", "1"]);
-        assert_eq!(memory_needed(&s), 2 * 2 * 16 << 30);
+        assert_eq!(memory_needed(&s), 64 << 30);
         let e = check_memory(&s, Some(24 << 30)).unwrap_err();
         assert!(crate::tool::is_usage(&e));
         let m = e.to_string();

@@ -11,14 +11,14 @@ use mrc_sim::{ConnOpts, Fault, RunLimit, Sim, SimConfig, SimTime};
 use mrc_srv6::plan::{HostId, LinkTier, Plan};
 use mrc_transport::cc::{CcProfile, DcqcnConfig, NsccConfig};
 use mrc_transport::verbs::{
-    InitAttr, Memory, MrKeys, QpCap, Qpn, RecvWr, SendWr, TransportMode, VerbsError, WorkCompletion,
+    InitAttr, MrKeys, QpCap, Qpn, RecvWr, SendWr, TransportMode, VerbsError, WorkCompletion,
 };
 use mrc_transport::{Duration, EndpointConfig, Instant};
 
 use super::app::{PerfApp, QpWiring, lock};
 use super::backend::{
-    Addresses, BUFFER_IOVA, FabricInfo, Hooks, Periods, QpAddress, SizeOutcome, app_params,
-    finish_checks, host_memory, layout, roles,
+    Addresses, BUFFER_IOVA, FabricInfo, Hooks, Periods, QpAddress, SizeOutcome, WrapMemory,
+    app_params, finish_checks, host_memory, layout, roles,
 };
 use super::check::SharedDest;
 use super::counters::{HostCounters, Snapshot};
@@ -357,7 +357,7 @@ fn wire_up(
     size: u64,
     c: u32,
     v: u32,
-    wrap: Option<fn(Box<dyn Memory>) -> Box<dyn Memory>>,
+    wrap: Option<WrapMemory>,
 ) -> anyhow::Result<Wired> {
     let init = InitAttr {
         ev_profile: 0,
