@@ -6,12 +6,10 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv6Addr;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use mrc_tests::{DpdkRuntimeDirs, Proc, assert_refused, free_port, text, unique};
-use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mrc-perf");
 
@@ -136,26 +134,7 @@ fn ev_table_qpns(stdout: &str, host: &str) -> BTreeSet<u64> {
         .collect()
 }
 
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(tag: &str) -> Self {
-        Self(std::env::temp_dir().join(format!("{}.json", unique(tag))))
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().expect("a UTF-8 temp path")
-    }
-    fn json(&self) -> Value {
-        serde_json::from_str(&std::fs::read_to_string(&self.0).expect("JSON written"))
-            .expect("valid JSON")
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+use mrc_tests::TempFile;
 
 /// `mrc-perf ARGS --no-live`: its stdout, after asserting it succeeded.
 fn perf(args: &[&str]) -> String {

@@ -3,21 +3,8 @@
 //! per-plane bytes sum to the total, averages are bytes over time), the traffic patterns
 //! shape the bandwidth as asked, and refusals name what to fix.
 
-use std::path::PathBuf;
-use std::process::Command;
-
-use serde_json::Value;
-
 fn perf(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mrc-perf"))
-        .args(args)
-        .output()
-        .expect("mrc-perf runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    mrc_tests::run_tool(env!("CARGO_BIN_EXE_mrc-perf"), args)
 }
 
 /// The numbers of the result rows under the column header.
@@ -62,23 +49,7 @@ fn planes(stdout: &str) -> (Vec<PlaneRow>, (u64, u64)) {
     panic!("no total row in\n{stdout}");
 }
 
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(name: &str) -> Self {
-        Self(std::env::temp_dir().join(format!("mrc-perf-{}-{name}", std::process::id())))
-    }
-    fn json(&self) -> Value {
-        serde_json::from_str(&std::fs::read_to_string(&self.0).expect("JSON written"))
-            .expect("valid JSON")
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+use mrc_tests::TempFile;
 
 #[test]
 fn write_bw_table_and_json_add_up_through_a_link_failure() {

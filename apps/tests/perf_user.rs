@@ -3,22 +3,12 @@
 //! disk is no crash, `--on-off` shapes what is on the wire at any TX depth, and the per-plane
 //! losses add up to the per-EV ones.
 
-use std::process::Command;
-
 use mrc_tests::{assert_full_stdout, assert_head_one, assert_refused};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mrc-perf");
 
 fn perf(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("mrc-perf runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    mrc_tests::run_tool(BIN, args)
 }
 
 #[test]

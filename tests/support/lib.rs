@@ -224,3 +224,39 @@ pub fn assert_full_stdout(bin: &str, args: &[&str]) {
     let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("stdout")).collect();
     assert_eq!(lines.len(), 1, "{shown}: one line about stdout:\n{stderr}");
 }
+
+/// Run `bin args`: its exit status (-1 if killed), stdout and stderr.
+pub fn run_tool(bin: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{bin} runs: {e}"));
+    let (stdout, stderr) = text(&out);
+    (out.status.code().unwrap_or(-1), stdout, stderr)
+}
+
+/// A file in the temporary folder, named uniquely after `name`, removed when dropped.
+#[derive(Debug)]
+pub struct TempFile(pub std::path::PathBuf);
+
+impl TempFile {
+    pub fn new(name: &str) -> Self {
+        Self(std::env::temp_dir().join(unique(&format!("mrc-{name}-"))))
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 temp path")
+    }
+
+    /// Its contents as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(&self.0).expect("the file was written"))
+            .expect("valid JSON")
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

@@ -185,6 +185,15 @@ pub struct Args {
     pub cpu_util: bool,
 }
 
+/// Tests: the settings of `mrc-perf ARGS...`.
+#[cfg(test)]
+pub(crate) fn parse(args: &[&str]) -> anyhow::Result<Settings> {
+    use clap::Parser as _;
+    let mut v = vec!["mrc-perf"];
+    v.extend_from_slice(args);
+    Args::try_parse_from(v)?.settings()
+}
+
 /// The finest `--live-every`: a simulated microsecond, or a real millisecond (each line
 /// reads every counter of both NICs).
 fn live_floor(b: BackendKind) -> Duration {
@@ -460,12 +469,6 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(args: &[&str]) -> anyhow::Result<Settings> {
-        let mut v = vec!["mrc-perf"];
-        v.extend_from_slice(args);
-        Args::try_parse_from(v)?.settings()
-    }
 
     #[test]
     fn perftest_defaults() {

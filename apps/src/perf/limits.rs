@@ -104,15 +104,9 @@ pub fn check_output(s: &Settings) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser as _;
 
     fn settings(args: &[&str]) -> Settings {
-        let mut v = vec!["mrc-perf"];
-        v.extend_from_slice(args);
-        super::super::cli::Args::try_parse_from(v)
-            .unwrap()
-            .settings()
-            .unwrap()
+        super::super::cli::parse(args).unwrap()
     }
 
     #[test]

@@ -10,9 +10,7 @@ use anyhow::Context as _;
 use mrc_sim::{ConnOpts, Fault, RunLimit, Sim, SimConfig, SimTime};
 use mrc_srv6::plan::{HostId, LinkTier, Plan};
 use mrc_transport::cc::{CcProfile, DcqcnConfig, NsccConfig};
-use mrc_transport::verbs::{
-    InitAttr, MrKeys, QpCap, Qpn, RecvWr, SendWr, TransportMode, VerbsError, WorkCompletion,
-};
+use mrc_transport::verbs::{MrKeys, QpCap, Qpn, RecvWr, SendWr, VerbsError, WorkCompletion};
 use mrc_transport::{Duration, EndpointConfig, Instant};
 
 use super::app::{PerfApp, QpWiring, lock};
@@ -359,15 +357,7 @@ fn wire_up(
     v: u32,
     wrap: Option<WrapMemory>,
 ) -> anyhow::Result<Wired> {
-    let init = InitAttr {
-        ev_profile: 0,
-        cc_profile: 0,
-        mode: if s.cc == CcChoice::Roce {
-            TransportMode::RoceLike
-        } else {
-            TransportMode::Mrc
-        },
-    };
+    let init = super::mem_backend::init_attr(s);
     let opts = ConnOpts {
         init,
         cap: QpCap {
@@ -476,12 +466,8 @@ mod tests {
 
     #[test]
     fn cc_choice_reaches_the_engines() {
-        use clap::Parser as _;
         for (cc, want) in [("nscc", "nscc"), ("fixed", "fixed"), ("roce", "dcqcn")] {
-            let s = super::super::cli::Args::try_parse_from(["mrc-perf", "--cc", cc])
-                .unwrap()
-                .settings()
-                .unwrap();
+            let s = super::super::cli::parse(&["--cc", cc]).unwrap();
             let plan = load_plan(&s).unwrap();
             let mut sim = Sim::new(plan, sim_config(&s)).unwrap();
             let conn = sim.connect(0, 2, ConnOpts::default()).unwrap();
@@ -524,13 +510,9 @@ mod tests {
     }
 
     fn run_checked(args: &[&str], hooks: &Hooks) -> SizeOutcome {
-        use clap::Parser as _;
-        let mut v = vec!["mrc-perf", "--check", "--no-live"];
+        let mut v = vec!["--check", "--no-live"];
         v.extend_from_slice(args);
-        let s = super::super::cli::Args::try_parse_from(v)
-            .unwrap()
-            .settings()
-            .unwrap();
+        let s = super::super::cli::parse(&v).unwrap();
         let mut b = SimBackend::new(&s).unwrap();
         b.run_size(s.sizes[0], hooks).unwrap()
     }
@@ -565,15 +547,7 @@ mod tests {
 
     #[test]
     fn mtu_is_the_payload_per_packet_up_to_what_the_plan_carries() {
-        use clap::Parser as _;
-        let settings = |args: &[&str]| {
-            let mut v = vec!["mrc-perf"];
-            v.extend_from_slice(args);
-            super::super::cli::Args::try_parse_from(v)
-                .unwrap()
-                .settings()
-                .unwrap()
-        };
+        let settings = |args: &[&str]| super::super::cli::parse(args).unwrap();
         let b = SimBackend::new(&settings(&["-m", "1024"])).unwrap();
         assert_eq!(b.info().payload_mtu, 1024);
         let b = SimBackend::new(&settings(&[])).unwrap();
@@ -588,11 +562,7 @@ mod tests {
 
     #[test]
     fn addresses_are_those_of_the_run() {
-        use clap::Parser as _;
-        let s = super::super::cli::Args::try_parse_from(["mrc-perf", "-q", "3", "-n", "2"])
-            .unwrap()
-            .settings()
-            .unwrap();
+        let s = super::super::cli::parse(&["-q", "3", "-n", "2"]).unwrap();
         let mut b = SimBackend::new(&s).unwrap();
         let a = b.info().addresses.clone();
         assert_eq!((a.local.len(), a.remote.len()), (3, 3));

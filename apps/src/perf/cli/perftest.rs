@@ -136,17 +136,10 @@ fn output_figure(o: &str, test: TestKind) -> anyhow::Result<OutputFigure> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser as _;
-
     use super::*;
-    use crate::perf::settings::Settings;
     use crate::tool;
 
-    fn parse(args: &[&str]) -> anyhow::Result<Settings> {
-        let mut v = vec!["mrc-perf"];
-        v.extend_from_slice(args);
-        Args::try_parse_from(v)?.settings()
-    }
+    use super::super::parse;
 
     #[test]
     fn perftest_flags_keep_their_meaning() {
