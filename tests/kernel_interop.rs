@@ -238,12 +238,12 @@ fn sum(rows: &[&Value], counter: &str) -> u64 {
         .sum()
 }
 
-/// Every byte the client wrote arrived and was checked at the server, whose QPs placed at
-/// least `messages` × `size` bytes; the client completed every message.
+/// Every message the client completed arrived whole and right, each checked where it landed
+/// at the server, whose QPs placed at least `messages` × `size` bytes.
 fn assert_delivered(client: &Value, server: &Value, size: u64, messages: Option<u64>) {
     let check = &server["check"];
     assert_eq!(u(check, "bytes_wrong"), 0, "server check: {check}");
-    assert_eq!(u(check, "bytes_checked"), size, "server check: {check}");
+    assert_eq!(u(check, "messages_wrong"), 0, "server check: {check}");
     assert!(
         server["error"].is_null(),
         "server error: {}",
@@ -258,6 +258,12 @@ fn assert_delivered(client: &Value, server: &Value, size: u64, messages: Option<
     if let Some(m) = messages {
         assert_eq!(done, m, "client results: {}", client["results"]);
     }
+    assert_eq!(u(check, "messages_checked"), done, "server check: {check}");
+    assert_eq!(
+        u(check, "bytes_checked"),
+        done * size,
+        "server check: {check}"
+    );
     let placed = sum(&qps_of(server, 1), "data_bytes_placed");
     assert!(
         placed >= done * size,
