@@ -168,14 +168,19 @@ static STDOUT: Mutex<OutState> = Mutex::new(OutState::Open);
 
 /// Write to stdout; after a failure, nothing more is written. Used by [`out!`](crate::out).
 pub fn write_out(args: fmt::Arguments<'_>) {
+    write_with(|o| o.write_fmt(args));
+}
+
+/// Run `f` on stdout unless it failed before, and remember how it fails. Stdout is
+/// line-buffered: a line's error shows when its newline flushes it.
+fn write_with(f: impl FnOnce(&mut io::StdoutLock<'static>) -> io::Result<()>) {
     let mut state = STDOUT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if *state != OutState::Open {
         return;
     }
-    let mut o = io::stdout().lock();
-    if let Err(e) = o.write_fmt(args).and_then(|()| o.flush()) {
+    if let Err(e) = f(&mut io::stdout().lock()) {
         *state = match e.kind() {
             io::ErrorKind::BrokenPipe => OutState::Closed,
             _ => OutState::Failed(e.to_string()),
@@ -195,7 +200,8 @@ pub fn out_open() -> bool {
 /// The exit status of a tool whose run ended with `code`: 2 with one line on stderr if stdout
 /// could not be written, else `code` (a reader that went away early changes nothing).
 pub fn finish(tool: &str, code: ExitCode) -> ExitCode {
-    write_out(format_args!(""));
+    // What is left of a line without its newline.
+    write_with(io::Write::flush);
     let state = STDOUT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -32,7 +32,7 @@ fn main() -> ExitCode {
                 eprintln!("{TOOL}: {e}");
             }
             if let Some(c) = out.check.as_ref().filter(|c| c.bytes_wrong > 0) {
-                eprintln!("{TOOL}: data check failed: {}", c.summary());
+                eprintln!("{TOOL}: data check failed: {c}");
             }
             ExitCode::from(tool::EXIT_FAILED)
         }

@@ -3,11 +3,12 @@
 //! counters.
 
 use std::net::Ipv6Addr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use mrc_transport::verbs::Memory;
 
-use super::app::{AppParams, PerfApp, QpRecord, lock};
+use super::app::{AppParams, QpRecord};
+pub use super::check::{BUFFER_IOVA, CheckResult};
 use super::check::{CheckedMemory, Layout, SharedDest, lock_dest};
 use super::counters::Snapshot;
 use super::settings::{Settings, TestKind};
@@ -61,46 +62,6 @@ pub struct QpAddress {
 pub struct Addresses {
     pub local: Vec<QpAddress>,
     pub remote: Vec<QpAddress>,
-}
-
-/// Result of `--check`: every message verified where it landed ([`check`](super::check)).
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct CheckResult {
-    pub bytes_checked: u64,
-    pub bytes_wrong: u64,
-    pub messages_checked: u64,
-    pub messages_wrong: u64,
-    /// The first thing found wrong.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_error: Option<String>,
-}
-
-impl CheckResult {
-    /// Fold in another host's (or size's) result.
-    pub fn add(&mut self, o: &CheckResult, first_error: Option<&str>) {
-        self.bytes_checked += o.bytes_checked;
-        self.bytes_wrong += o.bytes_wrong;
-        self.messages_checked += o.messages_checked;
-        self.messages_wrong += o.messages_wrong;
-        if self.first_error.is_none() {
-            self.first_error = first_error
-                .map(str::to_owned)
-                .or_else(|| o.first_error.clone());
-        }
-    }
-
-    /// One line: what was verified and the first thing wrong.
-    pub fn summary(&self) -> String {
-        let mut s = format!(
-            "{} of {} messages wrong ({} of {} bytes)",
-            self.messages_wrong, self.messages_checked, self.bytes_wrong, self.bytes_checked
-        );
-        if let Some(e) = &self.first_error {
-            s.push_str("; first: ");
-            s.push_str(e);
-        }
-        s
-    }
 }
 
 /// What one message size produced.
@@ -208,9 +169,6 @@ pub const fn roles(test: TestKind, bidirectional: bool) -> (bool, bool, bool, bo
     }
 }
 
-/// Where every host's buffers start (the same on every host).
-pub const BUFFER_IOVA: u64 = 0x1000_0000;
-
 /// The buffer layout of a run of `size`-byte messages: one source and one destination slot
 /// per QP, or under `--check` one per outstanding message (see [`check`](super::check)).
 pub fn layout(s: &Settings, size: u64) -> Layout {
@@ -229,7 +187,7 @@ pub fn host_memory(s: &Settings, size: u64, peer: u32) -> (Box<dyn Memory>, Opti
         let (mem, dest) = CheckedMemory::new(l, peer);
         (Box::new(mem), Some(dest))
     } else {
-        (Box::new(vec![0u8; l.len() as usize]), None)
+        (Box::new(vec![0u8; l.registered_bytes() as usize]), None)
     }
 }
 
@@ -262,57 +220,7 @@ pub fn finish_checks(
         let peer = 1 - h;
         let done = delivered(test, &records[peer], &records[h]);
         let r = lock_dest(dest).finish(&done);
-        total.get_or_insert_default().add(&r.result(), None);
+        total.get_or_insert_default().add(&r);
     }
     total
-}
-
-/// `--run_infinitely`: one result line per period.
-#[derive(Debug, Default)]
-pub struct Periods {
-    last_bytes: u64,
-    last_rtts: Vec<usize>,
-    last_ns: u64,
-}
-
-impl Periods {
-    /// Print the line of the period that ends at `now_ns`, when the receivers had placed
-    /// `delivered_bytes` of payload in all (counted per packet: completions come one per `-Q`
-    /// messages, and a period that ends between two would swing by `-Q` messages).
-    pub fn report(
-        &mut self,
-        s: &Settings,
-        size: u64,
-        apps: &[Arc<Mutex<PerfApp>>],
-        now_ns: u64,
-        delivered_bytes: u64,
-    ) {
-        let mut rtts = Vec::new();
-        let mut k = 0;
-        for a in apps {
-            let app = lock(a);
-            for r in app.records() {
-                if self.last_rtts.len() <= k {
-                    self.last_rtts.push(0);
-                }
-                rtts.extend_from_slice(&r.rtts_ns[self.last_rtts[k]..]);
-                self.last_rtts[k] = r.rtts_ns.len();
-                k += 1;
-            }
-        }
-        let bytes = delivered_bytes.saturating_sub(self.last_bytes);
-        let report = PeriodReport {
-            size,
-            messages: bytes / size.max(1),
-            bytes,
-            qps: s.qps,
-            period_ns: now_ns - self.last_ns,
-            rtts_ns: rtts,
-        };
-        self.last_bytes = delivered_bytes;
-        self.last_ns = now_ns;
-        if report.period_ns > 0 {
-            super::report::print_period(s, &report);
-        }
-    }
 }

@@ -15,13 +15,53 @@
 //! Placement happens in the receiving engine (the simulator, or the NIC thread on the mem and
 //! dpdk backends), so the check sees every write as it happens, on every backend.
 
-use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use mrc_sim::memory::fill_pattern;
 use mrc_transport::verbs::Memory;
 
-use super::backend::{BUFFER_IOVA, CheckResult};
+/// Where every host's buffers start (the same on every host).
+pub const BUFFER_IOVA: u64 = 0x1000_0000;
+
+/// Result of `--check`: every message verified where it landed ([`check`](super::check)).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct CheckResult {
+    pub bytes_checked: u64,
+    pub bytes_wrong: u64,
+    pub messages_checked: u64,
+    pub messages_wrong: u64,
+    /// The first thing found wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+}
+
+impl CheckResult {
+    /// Fold in another host's (or size's) result.
+    pub fn add(&mut self, o: &CheckResult) {
+        self.bytes_checked += o.bytes_checked;
+        self.bytes_wrong += o.bytes_wrong;
+        self.messages_checked += o.messages_checked;
+        self.messages_wrong += o.messages_wrong;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&o.first_error);
+        }
+    }
+}
+
+/// One line: what was verified and the first thing wrong.
+impl std::fmt::Display for CheckResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} messages wrong ({} of {} bytes)",
+            self.messages_wrong, self.messages_checked, self.bytes_wrong, self.bytes_checked
+        )?;
+        if let Some(e) = &self.first_error {
+            write!(f, "; first: {e}")?;
+        }
+        Ok(())
+    }
+}
 
 /// The pattern of host `host`'s QP `qp`.
 pub fn qp_salt(host: u32, qp: u32) -> u64 {
@@ -55,13 +95,8 @@ impl Layout {
     }
 
     /// Bytes each host registers.
-    pub fn len(&self) -> u64 {
+    pub fn registered_bytes(&self) -> u64 {
         (2 * self.src_bytes()).max(64)
-    }
-
-    /// Whether the layout is empty (never: at least 64 bytes are registered).
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// The first source slot of QP `i`.
@@ -75,51 +110,13 @@ impl Layout {
     }
 }
 
-/// What the check found, shared by a [`CheckedDest`] and the backend that reads it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CheckReport {
-    /// Bytes of messages verified whole.
-    pub bytes_checked: u64,
-    /// Bytes placed that were not their message's, plus bytes of completed messages that
-    /// never arrived.
-    pub bytes_wrong: u64,
-    pub messages_checked: u64,
-    pub messages_wrong: u64,
-    /// The first thing that was wrong, in words.
-    pub first_error: Option<String>,
-}
-
-impl CheckReport {
+impl CheckResult {
+    /// `bytes` found wrong; the first thing wrong is remembered in words.
     fn wrong(&mut self, bytes: u64, what: impl FnOnce() -> String) {
         self.bytes_wrong += bytes;
         if self.first_error.is_none() {
             self.first_error = Some(what());
         }
-    }
-
-    /// The figures as the run's [`CheckResult`].
-    pub fn result(&self) -> CheckResult {
-        CheckResult {
-            bytes_checked: self.bytes_checked,
-            bytes_wrong: self.bytes_wrong,
-            messages_checked: self.messages_checked,
-            messages_wrong: self.messages_wrong,
-            first_error: self.first_error.clone(),
-        }
-    }
-}
-
-impl fmt::Display for CheckReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} messages ({} bytes) verified, {} wrong ({} bytes)",
-            self.messages_checked, self.bytes_checked, self.messages_wrong, self.bytes_wrong
-        )?;
-        if let Some(e) = &self.first_error {
-            write!(f, "; first: {e}")?;
-        }
-        Ok(())
     }
 }
 
@@ -140,7 +137,7 @@ pub struct DestState {
     layout: Layout,
     sender: u32,
     slots: Vec<Slot>,
-    report: CheckReport,
+    report: CheckResult,
     want: Vec<u8>,
 }
 
@@ -158,7 +155,7 @@ impl DestState {
                 };
                 (layout.qps * layout.slots) as usize
             ],
-            report: CheckReport::default(),
+            report: CheckResult::default(),
             want: Vec::new(),
         }
     }
@@ -203,10 +200,20 @@ impl DestState {
         slot.wrong = false;
     }
 
+    /// Bytes `off .. off + len` of slot `idx` arrived: their bits set, a word at a time.
     fn mark(&mut self, idx: usize, off: u64, len: u64) {
         let placed = &mut self.slots[idx].placed;
-        for b in off..off + len {
-            placed[(b / 64) as usize] |= 1 << (b % 64);
+        let (mut b, end) = (off, off + len);
+        while b < end {
+            let (word, bit) = ((b / 64) as usize, b % 64);
+            let n = (64 - bit).min(end - b);
+            let ones = if n == 64 {
+                u64::MAX
+            } else {
+                ((1 << n) - 1) << bit
+            };
+            placed[word] |= ones;
+            b += n;
         }
     }
 
@@ -270,7 +277,7 @@ impl DestState {
 
     /// The run is over and QP `i`'s first `done[i]` messages are known complete (by the
     /// sender's completions or the receiver's): each must be here whole. Call once.
-    pub fn finish(&mut self, done: &[u64]) -> CheckReport {
+    pub fn finish(&mut self, done: &[u64]) -> CheckResult {
         let slots = u64::from(self.layout.slots);
         for (qp, &n) in done.iter().enumerate().take(self.layout.qps as usize) {
             for k in n.saturating_sub(slots)..n {
@@ -292,11 +299,6 @@ impl DestState {
             }
         }
         self.report.clone()
-    }
-
-    /// The findings so far.
-    pub fn report(&self) -> &CheckReport {
-        &self.report
     }
 }
 
@@ -325,7 +327,7 @@ impl CheckedMemory {
         let mem = Self {
             src: vec![0; layout.src_bytes() as usize],
             dst: dst.clone(),
-            len: layout.len() as usize,
+            len: layout.registered_bytes() as usize,
         };
         (mem, dst)
     }

@@ -4,7 +4,7 @@
 //! client. One line of text per message:
 //!
 //! ```text
-//! client → server  HELLO {parameters}          server → client  OK | ERR why
+//! client → server  HELLO {parameters}          server → client  OK | MISMATCH why | ERR why
 //! both, per size   QPS addr rkey qpn,qpn,...   (then connect, wait for the links; the
 //!                                              first size's before the banner, whose
 //!                                              address lines print what was exchanged)
@@ -34,7 +34,7 @@ use super::backend::{
 use super::check::SharedDest;
 use super::counters::Snapshot;
 use super::dpdk_plan::PlanEnds;
-use super::mem_backend::{connect, drive, endpoint_config, host_counters, init_attr, nic_addr};
+use super::mem_backend::{connect, drive, endpoint_config, host_counters, nic_addr};
 use super::settings::Settings;
 use exchange::{
     EXCHANGE_TIMEOUT, Peer, connect_with_retry, mismatches, parameters, record_from, record_json,
@@ -146,7 +146,7 @@ impl DpdkBackend {
             let diff = mismatches(&theirs, &mine);
             if !diff.is_empty() {
                 let why = format!("mismatched parameters ({})", diff.join("; "));
-                peer.send(&format!("ERR {why}"))?;
+                peer.send(&format!("MISMATCH {why}"))?;
                 crate::bail_usage!("{why}: run both sides with the same options");
             }
         }
@@ -314,7 +314,7 @@ impl DpdkBackend {
                 },
                 sq_sig_all: false,
             })?;
-            h.modify_qp(q, QpTransition::Init(init_attr(&s)))?;
+            h.modify_qp(q, QpTransition::Init(s.init_attr()))?;
             qpns.push(q);
         }
         let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
@@ -324,7 +324,7 @@ impl DpdkBackend {
             let (mem, dest) = host_memory(&s, size, 1 - u32::from(self.me));
             (h.reg_mr_owned(pd, BUFFER_IOVA, mem, access)?, dest)
         } else {
-            let region = MemoryRegion::from_slice(&vec![0u8; l.len() as usize]);
+            let region = MemoryRegion::from_slice(&vec![0u8; l.registered_bytes() as usize]);
             (h.reg_mr(pd, BUFFER_IOVA, &region, access)?, None)
         };
         let my_addr = self.my_addr();

@@ -7,20 +7,8 @@ use serde_json::{Value, json};
 
 use super::backend::{CheckResult, FabricInfo};
 use super::counters::Snapshot;
-use super::measure::{BwResult, LatResult};
+use super::measure::Row;
 use super::settings::Settings;
-
-/// A result row of either kind.
-#[derive(Debug, Clone)]
-pub enum Row {
-    /// The table's row (both directions added with `-b`) and, with `-b --report-both`, each
-    /// direction's own: the client's (local in one process) first.
-    Bw {
-        total: BwResult,
-        directions: Vec<BwResult>,
-    },
-    Lat(LatResult),
-}
 
 fn on_off(b: bool) -> &'static str {
     if b { "ON" } else { "OFF" }

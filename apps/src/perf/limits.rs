@@ -22,7 +22,7 @@ pub fn memory_needed(s: &Settings) -> u64 {
     let per_host = if s.check {
         l.src_bytes() + l.src_bytes() / 8
     } else {
-        l.len()
+        l.registered_bytes()
     };
     per_host.saturating_mul(hosts)
 }

@@ -15,8 +15,19 @@ use mrc_transport::Instant;
 
 use super::app::QpRecord;
 use super::backend::SizeOutcome;
-use super::json::Row;
 use super::settings::{BwUnits, Settings};
+
+/// A result row of either kind.
+#[derive(Debug, Clone)]
+pub enum Row {
+    /// The table's row (both directions added with `-b`) and, with `-b --report-both`, each
+    /// direction's own: the client's (local in one process) first.
+    Bw {
+        total: BwResult,
+        directions: Vec<BwResult>,
+    },
+    Lat(LatResult),
+}
 
 /// One row of a bandwidth table.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]

@@ -12,20 +12,20 @@ use mrc_nic::io::mem::router_mac;
 use mrc_nic::{AppDriver, MemFabric, MemIo, MemoryRegion, NextHop, Nic, NicConfig, NicHandle};
 use mrc_srv6::wire::EthernetAddress;
 use mrc_transport::verbs::{
-    Access, CqHandle, InitAttr, MrKeys, QpCap, QpInitAttr, QpTransition, Qpn, RemoteNic, RtrAttr,
-    RtsAttr, TransportMode,
+    Access, CqHandle, MrKeys, QpCap, QpInitAttr, QpTransition, Qpn, RemoteNic, RtrAttr, RtsAttr,
 };
 use mrc_transport::{Duration, EndpointConfig, PathMode, PortConfig};
 
 use super::app::{PerfApp, QpWiring, SharedApp, lock};
 use super::backend::{
-    Addresses, BUFFER_IOVA, CpuMeter, FabricInfo, Hooks, Periods, QpAddress, SizeOutcome,
-    app_params, finish_checks, host_memory, layout, roles,
+    Addresses, BUFFER_IOVA, CpuMeter, FabricInfo, Hooks, QpAddress, SizeOutcome, app_params,
+    finish_checks, host_memory, layout, roles,
 };
 use super::check::SharedDest;
 use super::counters::{HostCounters, Snapshot};
 use super::live::Live;
-use super::settings::{CcChoice, Settings};
+use super::report::Periods;
+use super::settings::Settings;
 
 /// Planes of the in-memory fabric unless `--planes` says otherwise.
 pub const DEFAULT_PLANES: u8 = 4;
@@ -74,19 +74,6 @@ struct Side {
     dest: Option<SharedDest>,
 }
 
-/// QP attributes both sides must agree on.
-pub fn init_attr(s: &Settings) -> InitAttr {
-    InitAttr {
-        ev_profile: 0,
-        cc_profile: 0,
-        mode: if s.cc == CcChoice::Roce {
-            TransportMode::RoceLike
-        } else {
-            TransportMode::Mrc
-        },
-    }
-}
-
 /// A side's QPs (INIT) and its registered buffer.
 fn make_side(handle: &NicHandle, s: &Settings, size: u64, host: u32) -> anyhow::Result<Side> {
     let pd = handle.alloc_pd()?;
@@ -104,7 +91,7 @@ fn make_side(handle: &NicHandle, s: &Settings, size: u64, host: u32) -> anyhow::
             },
             sq_sig_all: false,
         })?;
-        handle.modify_qp(q, QpTransition::Init(init_attr(s)))?;
+        handle.modify_qp(q, QpTransition::Init(s.init_attr()))?;
         qpns.push(q);
     }
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
@@ -113,7 +100,8 @@ fn make_side(handle: &NicHandle, s: &Settings, size: u64, host: u32) -> anyhow::
         let (mem, dest) = host_memory(s, size, 1 - host);
         (handle.reg_mr_owned(pd, BUFFER_IOVA, mem, access)?, dest)
     } else {
-        let region = MemoryRegion::from_slice(&vec![0u8; layout(s, size).len() as usize]);
+        let region =
+            MemoryRegion::from_slice(&vec![0u8; layout(s, size).registered_bytes() as usize]);
         (handle.reg_mr(pd, BUFFER_IOVA, &region, access)?, None)
     };
     Ok(Side {

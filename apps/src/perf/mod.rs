@@ -37,7 +37,7 @@ use crate::{out, outln};
 use backend::{CheckResult, FabricInfo, Hooks, SizeOutcome};
 use counters::Snapshot;
 use dpdk_backend::DpdkBackend;
-use json::Row;
+use measure::Row;
 use mem_backend::MemBackend;
 use settings::{BackendKind, Settings};
 use sim_backend::SimBackend;
@@ -139,7 +139,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
             e.publish(&out.counters);
         }
         if let Some(c) = &o.check {
-            out.check.get_or_insert_default().add(c, None);
+            out.check.get_or_insert_default().add(c);
         }
         if let Some(e) = o.error {
             out.error = Some(format!("{size} bytes: {e}"));

@@ -9,11 +9,12 @@
 
 use std::fmt::Write as _;
 use std::net::Ipv6Addr;
+use std::sync::{Arc, Mutex};
 
+use super::app::{PerfApp, lock};
 use super::backend::{CheckResult, FabricInfo, PeriodReport, QpAddress};
 use super::counters::Snapshot;
-use super::json::Row;
-use super::measure::{BwResult, LatResult};
+use super::measure::{BwResult, LatResult, Row};
 use super::settings::{BackendKind, BwUnits, OutputFigure, Settings, TestKind, fmt_duration};
 
 /// perftest's separator line.
@@ -467,6 +468,56 @@ pub fn check_line(c: &CheckResult) -> String {
             c.messages_checked, c.bytes_checked
         )
     } else {
-        format!(" Data check: WRONG: {}", c.summary())
+        format!(" Data check: WRONG: {c}")
+    }
+}
+
+/// `--run_infinitely`: one result line per period.
+#[derive(Debug, Default)]
+pub struct Periods {
+    last_bytes: u64,
+    last_rtts: Vec<usize>,
+    last_ns: u64,
+}
+
+impl Periods {
+    /// Print the line of the period that ends at `now_ns`, when the receivers had placed
+    /// `delivered_bytes` of payload in all (counted per packet: completions come one per `-Q`
+    /// messages, and a period that ends between two would swing by `-Q` messages).
+    pub fn report(
+        &mut self,
+        s: &Settings,
+        size: u64,
+        apps: &[Arc<Mutex<PerfApp>>],
+        now_ns: u64,
+        delivered_bytes: u64,
+    ) {
+        let mut rtts = Vec::new();
+        let mut k = 0;
+        for a in apps {
+            let app = lock(a);
+            for r in app.records() {
+                if self.last_rtts.len() <= k {
+                    self.last_rtts.push(0);
+                }
+                rtts.extend_from_slice(&r.rtts_ns[self.last_rtts[k]..]);
+                self.last_rtts[k] = r.rtts_ns.len();
+                k += 1;
+            }
+        }
+        let bytes = delivered_bytes.saturating_sub(self.last_bytes);
+        let report = PeriodReport {
+            size,
+            messages: bytes / size.max(1),
+            bytes,
+            qps: s.qps,
+            period_ns: now_ns - self.last_ns,
+            rtts_ns: rtts,
+        };
+        self.last_bytes = delivered_bytes;
+        self.last_ns = now_ns;
+        if report.period_ns > 0 {
+            print_period(s, &report);
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use mrc_transport::Duration;
+use mrc_transport::verbs::{InitAttr, TransportMode};
 
 use super::faults::FaultSpec;
 
@@ -326,6 +327,19 @@ impl Settings {
     /// The largest message size.
     pub fn max_size(&self) -> u64 {
         self.sizes.iter().copied().max().unwrap_or(0)
+    }
+
+    /// The QP attributes both ends must agree on, on every backend.
+    pub fn init_attr(&self) -> InitAttr {
+        InitAttr {
+            ev_profile: 0,
+            cc_profile: 0,
+            mode: if self.cc == CcChoice::Roce {
+                TransportMode::RoceLike
+            } else {
+                TransportMode::Mrc
+            },
+        }
     }
 }
 

@@ -15,13 +15,14 @@ use mrc_transport::{Duration, EndpointConfig, Instant};
 
 use super::app::{PerfApp, QpWiring, lock};
 use super::backend::{
-    Addresses, BUFFER_IOVA, FabricInfo, Hooks, Periods, QpAddress, SizeOutcome, WrapMemory,
-    app_params, finish_checks, host_memory, layout, roles,
+    Addresses, BUFFER_IOVA, FabricInfo, Hooks, QpAddress, SizeOutcome, WrapMemory, app_params,
+    finish_checks, host_memory, layout, roles,
 };
 use super::check::SharedDest;
 use super::counters::{HostCounters, Snapshot};
 use super::faults;
 use super::live::Live;
+use super::report::Periods;
 use super::settings::{CcChoice, Settings};
 
 /// The built-in fabric: `planes` planes, 2 racks, 2 spines, 2 hosts per rack.
@@ -357,7 +358,7 @@ fn wire_up(
     v: u32,
     wrap: Option<WrapMemory>,
 ) -> anyhow::Result<Wired> {
-    let init = super::mem_backend::init_attr(s);
+    let init = s.init_attr();
     let opts = ConnOpts {
         init,
         cap: QpCap {

@@ -14,7 +14,7 @@
 
 use mrc_transport::app::Verbs;
 
-use super::{Op, Scratch, block_off, data};
+use super::{Op, Scratch, data};
 use crate::comm::{Buf, Comm, CommError, RemoteBuf};
 
 impl Op {
@@ -40,10 +40,7 @@ impl Op {
             comm.expect_ready(peer)?;
         }
         // The own block goes into the own output first: every step sends from there.
-        let (buf, base) = self.input(r);
-        let own = block_off(&self.l, r);
-        let bytes = self.spec.send_bytes();
-        comm.copy(verbs, (buf, base), (Buf::Recv, own), bytes, &mut scratch.a)?;
+        self.copy_own_block(comm, verbs, scratch, r)?;
         self.hc_send(comm, verbs, r)
     }
 

@@ -108,6 +108,44 @@ impl Op {
         self.finished
     }
 
+    /// The partial staged at `off` folded with this rank's own input there (partial ⊕ own),
+    /// left in `scratch.a`; returns the operator.
+    fn fold_staged(
+        &self,
+        comm: &mut Comm,
+        verbs: &mut dyn Verbs,
+        scratch: &mut Scratch,
+        r: usize,
+        off: u64,
+        len: u64,
+    ) -> Result<RedOp, CommError> {
+        let len_us = len as usize;
+        scratch.a.resize(len_us, 0);
+        scratch.b.resize(len_us, 0);
+        comm.read(verbs, Buf::Stage, off, &mut scratch.a)?;
+        let (ibuf, ibase) = self.input(r);
+        comm.read(verbs, ibuf, ibase + off, &mut scratch.b)?;
+        let op = self.spec.op.expect("a reducing collective");
+        reduce::reduce(self.spec.dtype, op, &mut scratch.a, &scratch.b);
+        Ok(op)
+    }
+
+    /// Copy this rank's own block of the input into its place in the output; returns where
+    /// the input starts and where the block went.
+    fn copy_own_block(
+        &self,
+        comm: &mut Comm,
+        verbs: &mut dyn Verbs,
+        scratch: &mut Scratch,
+        r: usize,
+    ) -> Result<((Buf, u64), u64), CommError> {
+        let (buf, base) = self.input(r);
+        let own = block_off(&self.l, r);
+        let bytes = self.spec.send_bytes();
+        comm.copy(verbs, (buf, base), (Buf::Recv, own), bytes, &mut scratch.a)?;
+        Ok(((buf, base), own))
+    }
+
     /// Where the input starts.
     fn input(&self, rank: usize) -> (Buf, u64) {
         let ip = self.in_place;
@@ -215,10 +253,7 @@ impl Op {
             }
         } else {
             // All-gather: the own block goes into the own output, then to the next rank.
-            let (buf, base) = self.input(r);
-            let own = block_off(&self.l, r);
-            let bytes = self.spec.send_bytes();
-            comm.copy(verbs, (buf, base), (Buf::Recv, own), bytes, &mut scratch.a)?;
+            let ((buf, base), own) = self.copy_own_block(comm, verbs, scratch, r)?;
             for j in 0..self.l.slices {
                 let (off, len) = self.l.slice_bytes(r, j);
                 let src = base + (off - own);
@@ -313,14 +348,7 @@ impl Op {
             let k = step as usize;
             let b = (r + 2 * n - k - 2) % n;
             let (off, len) = self.l.slice_bytes(b, slice);
-            let len_us = len as usize;
-            scratch.a.resize(len_us, 0);
-            scratch.b.resize(len_us, 0);
-            comm.read(verbs, Buf::Stage, off, &mut scratch.a)?;
-            let (ibuf, ibase) = self.input(r);
-            comm.read(verbs, ibuf, ibase + off, &mut scratch.b)?;
-            let op = self.spec.op.expect("a reducing collective");
-            reduce::reduce(self.spec.dtype, op, &mut scratch.a, &scratch.b);
+            let op = self.fold_staged(comm, verbs, scratch, r, off, len)?;
             if step < last {
                 comm.write(verbs, Buf::Stage, off, &scratch.a)?;
                 let msg = data(Buf::Stage, off, len, RemoteBuf::Stage, off, step + 1, slice);

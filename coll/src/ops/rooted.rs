@@ -168,14 +168,7 @@ impl Op {
                 comm.send_data(comm.next(), msg, verbs)?;
             }
             Collective::Reduce => {
-                let len_us = len as usize;
-                scratch.a.resize(len_us, 0);
-                scratch.b.resize(len_us, 0);
-                comm.read(verbs, Buf::Stage, off, &mut scratch.a)?;
-                let (ibuf, ibase) = self.input(r);
-                comm.read(verbs, ibuf, ibase + off, &mut scratch.b)?;
-                let op = self.spec.op.expect("reduce has an operator");
-                reduce::reduce(self.spec.dtype, op, &mut scratch.a, &scratch.b);
+                let op = self.fold_staged(comm, verbs, scratch, r, off, len)?;
                 if d == 0 {
                     if op == RedOp::Avg {
                         reduce::divide(self.spec.dtype, &mut scratch.a, n as u32);

@@ -289,10 +289,12 @@ impl Endpoint {
     /// QPs waiting for room in controller `i`'s window go back to the transmit queue once it
     /// has some: an acknowledgement on one QP makes room for all that share the window.
     fn wake_waiting(&mut self, i: usize) {
+        // Every packet passes here: nobody waiting is the one test it pays.
+        let Some(slot) = self.ccs.get_mut(i).filter(|s| !s.waiting.is_empty()) else {
+            return;
+        };
         let mut woken = core::mem::take(&mut self.wake_scratch);
-        if let Some(slot) = self.ccs.get_mut(i) {
-            slot.take_waiting(&mut woken);
-        }
+        slot.take_waiting(&mut woken);
         for &q in &woken {
             self.schedule(q as usize);
         }

@@ -145,7 +145,8 @@ impl EvTable {
             probe_max: timers.probe_interval_max,
             changes: VecDeque::with_capacity(MAX_CHANGES),
             changes_dropped: 0,
-            rtt_touched: Vec::new(),
+            // Each EV at most once per SACK: sized now, never grown by traffic.
+            rtt_touched: Vec::with_capacity(n),
         };
         t.assign_roles();
         t
@@ -606,7 +607,7 @@ impl EvTable {
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         self.evs.capacity() * size_of::<Ev>()
-            + (self.skipped.capacity() + self.retired.capacity()) * 2
+            + (self.skipped.capacity() + self.retired.capacity() + self.rtt_touched.capacity()) * 2
             + self.changes.capacity() * size_of::<EvChange>()
             + self.planes.capacity() * size_of::<Range<u16>>()
             + self.active_in_plane.capacity() * 2

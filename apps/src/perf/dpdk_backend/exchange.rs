@@ -49,11 +49,11 @@ impl Peer {
             bail!("the peer closed the exchange before {word}");
         }
         let line = line.trim_end();
+        if let Some(why) = line.strip_prefix("MISMATCH ") {
+            // The two command lines disagree: this one is as much to change as the peer's.
+            crate::bail_usage!("the peer refused: {why}");
+        }
         if let Some(why) = line.strip_prefix("ERR ") {
-            if why.starts_with("mismatched parameters") {
-                // The two command lines disagree: this one is as much to change as the peer's.
-                crate::bail_usage!("the peer refused: {why}");
-            }
             bail!("the peer refused: {why}");
         }
         line.strip_prefix(word)
