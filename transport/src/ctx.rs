@@ -10,6 +10,7 @@ use crate::config::EndpointConfig;
 use crate::event::{Event, EventQueue};
 use crate::slab::Slab;
 use crate::stats::{DropReason, EndpointStats, PlaneStats};
+use crate::time::Instant;
 use crate::verbs::{Cq, CqHandle, MrTable, WorkCompletion};
 
 /// A congestion controller and the QPs it governs (the spec's QPCC, one per destination).
@@ -132,6 +133,8 @@ pub(crate) struct Ctx<'a> {
     pub planes: &'a mut [PlaneStats],
     /// Local ports up (bit i = port i).
     pub ports_up: u32,
+    /// The latest time the endpoint was given (the verbs carry none).
+    pub now: Instant,
 }
 
 impl Ctx<'_> {

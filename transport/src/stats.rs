@@ -80,6 +80,19 @@ pub struct NackCounts {
 }
 
 impl NackCounts {
+    /// Count one NACK (sent or received) under its reason.
+    pub fn count(&mut self, reason: crate::wire::NackReason) {
+        use crate::wire::NackReason as R;
+        match reason {
+            R::Trimmed => self.trimmed += 1,
+            R::TrimmedLastHop => self.trimmed_last_hop += 1,
+            R::PsnOutOfWindow => self.out_of_window += 1,
+            R::NoBitmap | R::NoPktBuffer | R::NoResource => self.resource += 1,
+            R::UnexpectedEvent => self.unexpected += 1,
+            R::Unknown(_) => self.other += 1,
+        }
+    }
+
     /// All reasons together.
     pub const fn total(&self) -> u64 {
         self.trimmed

@@ -4,18 +4,18 @@
 use core::cmp::Reverse;
 use core::net::Ipv6Addr;
 
-use mrc_srv6::wire::{Ecn, EthernetAddress};
+use mrc_srv6::wire::EthernetAddress;
 
 use super::Endpoint;
 use crate::event::Event;
-use crate::qp::{Transmit, TxOutcome, frames};
+use crate::qp::{Qp, Transmit, TxOutcome, frames};
 use crate::stats::DropReason;
 use crate::time::Instant;
 use crate::verbs::QpState;
 use crate::wire::erth::ENDPOINT_QPN;
 use crate::wire::tseth::timestamp_from_nanos;
 use crate::wire::{
-    Body, EethRepr, EndpointOp as Op, ErthRepr, Frame, Opcode, TsethRepr, WireError, parse_frame,
+    Body, EethRepr, EndpointOp, ErthRepr, Frame, Opcode, TsethRepr, WireError, parse_frame,
 };
 
 /// A set of local ports (bit `i` = port `i`): which ports have TX room now.
@@ -44,18 +44,24 @@ impl PortMask {
     }
 }
 
-/// An endpoint operation waiting to leave (brief §2.12), routed through a QP towards the peer.
+/// An endpoint operation waiting to leave (brief §2.12), routed on a reverse EV of QP slot
+/// `via` towards `remote`: a request of ours (a port status update, brief §3.10), or the
+/// answer to one of the peer's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum EndpointOp {
-    /// Tell the peer of QP slot `via` which of our ports are up (brief §3.10).
-    PortStatus { via: u32, remote: Ipv6Addr },
-    /// Answer an EV probe that arrived on `plane`.
-    EvProbeAnswer {
-        via: u32,
-        plane: u8,
-        tx_ts: u16,
-        id: u32,
-    },
+pub(crate) struct OutgoingOp {
+    pub op: EndpointOp,
+    pub via: u32,
+    pub remote: Ipv6Addr,
+    pub answer: Option<Answer>,
+}
+
+/// What an answer echoes of the request: the plane it arrived on (the answer goes back
+/// through it first), its timestamp and its id (BTH PSN).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub plane: u8,
+    pub tx_ts: u16,
+    pub id: u32,
 }
 
 impl Endpoint {
@@ -87,7 +93,7 @@ impl Endpoint {
             self.stats.drops.add(DropReason::UnknownQp);
             return;
         };
-        let peer = self.qps.at(idx).and_then(|q| q.rtr).map(|r| r.remote.addr);
+        let peer = self.qps.at(idx).and_then(Qp::peer_addr);
         match peer {
             None => {
                 self.stats.drops.add(DropReason::WrongState);
@@ -136,7 +142,7 @@ impl Endpoint {
             let Some(qp) = self.qps.at_mut(idx) else {
                 continue;
             };
-            qp.in_ctrl_queue = false;
+            qp.sched.in_ctrl_queue = false;
             if let Some(TxOutcome::Sent(t)) =
                 self.with_qp(idx, |qp, ctx| qp.poll_control(ready, buf, ctx))
             {
@@ -149,7 +155,7 @@ impl Endpoint {
             let Some(qp) = self.qps.at_mut(idx) else {
                 continue;
             };
-            qp.in_tx_queue = false;
+            qp.sched.in_tx_queue = false;
             let outcome = self.with_qp(idx, |qp, ctx| qp.poll_data(now, ready, buf, ctx));
             match outcome {
                 Some(TxOutcome::Sent(t)) => {
@@ -168,9 +174,9 @@ impl Endpoint {
                     }
                     // Nothing until an input or a timer: out of the queue until then.
                     if let Some(q) = self.qps.at_mut(idx)
-                        && q.in_tx_queue
+                        && q.sched.in_tx_queue
                     {
-                        q.in_tx_queue = false;
+                        q.sched.in_tx_queue = false;
                         if self.tx_queue.back() == Some(&(idx as u32)) {
                             self.tx_queue.pop_back();
                         } else {
@@ -204,8 +210,8 @@ impl Endpoint {
             let Some(qp) = self.qps.at_mut(idx as usize) else {
                 continue;
             };
-            if qp.armed == Some(t) {
-                qp.armed = None;
+            if qp.sched.armed == Some(t) {
+                qp.sched.armed = None;
                 due.push(idx);
             }
         }
@@ -243,19 +249,19 @@ impl Endpoint {
                 .qps
                 .at(idx)
                 .filter(|q| matches!(q.state, QpState::Rtr | QpState::Rts))
-                .and_then(|q| q.rtr)
-                .map(|r| r.remote.addr)
+                .and_then(Qp::peer_addr)
             else {
                 continue;
             };
-            let queued = self
-                .ep_ops
-                .iter()
-                .any(|o| matches!(o, EndpointOp::PortStatus { remote: r, .. } if *r == remote));
+            let queued = self.ep_ops.iter().any(|o| {
+                o.op == EndpointOp::PortStatusUpdate && o.answer.is_none() && o.remote == remote
+            });
             if !queued {
-                self.push_ep_op(EndpointOp::PortStatus {
+                self.push_ep_op(OutgoingOp {
+                    op: EndpointOp::PortStatusUpdate,
                     via: idx as u32,
                     remote,
+                    answer: None,
                 });
             }
         }
@@ -278,7 +284,7 @@ impl Endpoint {
         self.events.pop()
     }
 
-    fn push_ep_op(&mut self, op: EndpointOp) {
+    fn push_ep_op(&mut self, op: OutgoingOp) {
         if self.ep_ops.len() >= self.ep_ops.capacity().max(64) {
             self.stats.control_dropped += 1;
         } else {
@@ -293,24 +299,24 @@ impl Endpoint {
         let via = self
             .qps
             .iter()
-            .find(|(_, q)| q.rtr.is_some_and(|r| r.remote.addr == src))
+            .find(|(_, q)| q.peer_addr() == Some(src))
             .map(|(i, _)| i);
         match f.body {
             Some(Body::EndpointRequest(ErthRepr {
-                op: Op::PortStatusUpdate,
+                op: EndpointOp::PortStatusUpdate,
                 port_status_mask,
                 ..
             })) => {
                 let idxs: Vec<usize> = self
                     .qps
                     .iter()
-                    .filter(|(_, q)| q.rtr.is_some_and(|r| r.remote.addr == src))
+                    .filter(|(_, q)| q.peer_addr() == Some(src))
                     .map(|(i, _)| i)
                     .collect();
                 let hold = self.cfg.timers.remote_port_down_hold;
                 for idx in idxs {
-                    self.with_qp(idx, |qp, _| {
-                        qp.on_remote_port_status(now, port_status_mask, hold);
+                    self.with_qp(idx, |qp, ctx| {
+                        qp.on_remote_port_status(port_status_mask, hold, ctx);
                     });
                 }
                 self.events.push(Event::RemotePortStatus {
@@ -319,15 +325,19 @@ impl Endpoint {
                 });
             }
             Some(Body::EndpointRequest(ErthRepr {
-                op: Op::EvProbe,
+                op: EndpointOp::EvProbe,
                 tx_timestamp,
                 ..
             })) => match via {
-                Some(via) => self.push_ep_op(EndpointOp::EvProbeAnswer {
+                Some(via) => self.push_ep_op(OutgoingOp {
+                    op: EndpointOp::EvProbe,
                     via: via as u32,
-                    plane: port,
-                    tx_ts: tx_timestamp,
-                    id: f.bth.psn,
+                    remote: src,
+                    answer: Some(Answer {
+                        plane: port,
+                        tx_ts: tx_timestamp,
+                        id: f.bth.psn,
+                    }),
                 }),
                 None => self.stats.drops.add(DropReason::WrongPeer),
             },
@@ -338,70 +348,54 @@ impl Endpoint {
 
     /// Build the next endpoint operation, routed on a reverse EV of the QP it goes through.
     fn poll_endpoint_op(&mut self, ready: u32, buf: &mut [u8]) -> Option<Transmit> {
-        let op = *self.ep_ops.front()?;
-        let (via, want) = match op {
-            EndpointOp::PortStatus { via, .. } => (via, None),
-            EndpointOp::EvProbeAnswer { via, plane, .. } => (via, Some(plane)),
-        };
-        let ports_up = self.ports_up;
-        let now = self.now;
-        let Some(qp) = self.qps.at_mut(via as usize) else {
+        let o = *self.ep_ops.front()?;
+        let (ports_up, now) = (self.ports_up, self.now);
+        let qp = self.qps.at_mut(o.via as usize);
+        let remote_up = qp.as_ref().map_or(0, |q| q.remote_up());
+        let Some(paths) = qp.and_then(Qp::paths_mut) else {
             self.ep_ops.pop_front();
             return None;
         };
-        let (Some(rtr), Some(paths)) = (qp.rtr, qp.paths.as_mut()) else {
-            self.ep_ops.pop_front();
-            return None;
-        };
-        let mut planes = ready & qp.remote_up;
-        if let Some(p) = want.filter(|&p| planes & (1 << p) != 0) {
-            planes = 1 << p;
-        }
-        let mut ev = None;
-        while ev.is_none() && planes != 0 {
-            let p = planes.trailing_zeros();
-            planes &= planes - 1;
-            ev = paths.table.reverse(p as usize, &mut self.rng);
-        }
-        let ev = ev?;
-        let cfg = &self.cfg;
-        let (opcode, psn, body) = match op {
-            EndpointOp::PortStatus { .. } => (
+        let planes = ready & remote_up;
+        let preferred = o.answer.map_or(planes.trailing_zeros() as u8, |a| a.plane);
+        let ev = paths.reverse_ev(planes, preferred, &mut self.rng)?;
+        let (opcode, psn, body) = match o.answer {
+            None => (
                 Opcode::EndpointRequest,
                 0,
                 Body::EndpointRequest(ErthRepr {
-                    op: Op::PortStatusUpdate,
+                    op: o.op,
                     port_status_mask: ports_up,
                     tx_timestamp: timestamp_from_nanos(now.as_nanos()),
                     tsr: false,
                     format_type: TsethRepr::DEFAULT_FORMAT,
                 }),
             ),
-            EndpointOp::EvProbeAnswer { tx_ts, id, .. } => (
+            Some(a) => (
                 Opcode::EndpointResponse,
-                id,
+                a.id,
                 Body::EndpointResponse(EethRepr {
-                    op: Op::EvProbe,
+                    op: o.op,
                     port_status_mask: ports_up,
-                    tx_timestamp: tx_ts,
+                    tx_timestamp: a.tx_ts,
                     tsr: false,
                     format_type: TsethRepr::DEFAULT_FORMAT,
                     service_time_ns: 0,
                 }),
             ),
         };
-        let bth = frames::bth(opcode, ENDPOINT_QPN, psn);
-        let dscp = cfg.wire.dscp.for_packet(opcode, false, true);
-        let r = frames::repr(
-            cfg,
-            paths.table.ev(ev),
-            rtr.remote.addr,
-            dscp,
-            Ecn::NotEct,
-            bth,
+        let ev = paths.table.ev(ev);
+        let t = frames::emit_control(
+            &self.cfg,
+            ev,
+            o.remote,
+            opcode,
+            ENDPOINT_QPN,
+            psn,
             body,
-        );
-        let t = frames::emit_control(cfg, r, buf).ok()?;
+            buf,
+        )
+        .ok()?;
         self.ep_ops.pop_front();
         Some(t)
     }

@@ -19,7 +19,7 @@ use crate::stats::{EndpointStats, PlaneStats, QpStats};
 use crate::time::Instant;
 use crate::verbs::{Cq, MrTable, Qpn, VerbsError};
 
-use datapath::EndpointOp;
+use datapath::OutgoingOp;
 pub use datapath::PortMask;
 
 /// What [`Endpoint::cc_state`] reports.
@@ -87,7 +87,7 @@ pub struct Endpoint {
     /// Per-QP earliest deadlines (lazy: stale entries are skipped when popped).
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
     /// Endpoint operations to send (port status updates, EV probe answers).
-    ep_ops: VecDeque<EndpointOp>,
+    ep_ops: VecDeque<OutgoingOp>,
     /// The last `now` seen (deadlines of QPs whose pacing holds them).
     now: Instant,
     /// QPs whose timers are due, collected before running them (reused, no allocation).
@@ -153,7 +153,7 @@ impl Endpoint {
 
     /// State, route and counters of every EV of a QP, by EV id.
     pub fn ev_stats(&self, qpn: Qpn) -> Vec<EvInfo> {
-        let Some(paths) = self.qps.get(qpn.0).and_then(|q| q.paths.as_ref()) else {
+        let Some(paths) = self.qps.get(qpn.0).and_then(Qp::paths) else {
             return Vec::new();
         };
         (0..paths.table.len() as u16)
@@ -186,11 +186,8 @@ impl Endpoint {
     fn ev_admin(&mut self, qpn: Qpn, ev: EvId, deny: bool) -> Result<(), VerbsError> {
         let idx = self.qps.index_of(qpn.0).ok_or(VerbsError::InvalidQp(qpn))?;
         self.with_qp(idx, |qp, _| {
-            let table = &mut qp
-                .paths
-                .as_mut()
-                .ok_or(VerbsError::InvalidState(qp.state))?
-                .table;
+            let state = qp.state;
+            let table = &mut qp.paths_mut().ok_or(VerbsError::InvalidState(state))?.table;
             if table.get(ev).is_none() {
                 return Err(VerbsError::InvalidAttr("no such EV"));
             }
@@ -206,7 +203,7 @@ impl Endpoint {
 
     /// The congestion controller a QP uses (shared with the other QPs to the same peer).
     pub fn cc_state(&self, qpn: Qpn) -> Option<CcState> {
-        let i = self.qps.get(qpn.0)?.cc_index()?;
+        let i = self.qps.get(qpn.0)?.cc_slot()?;
         let slot = self.ccs.get(i)?;
         Some(CcState {
             name: slot.ctrl.name(),
@@ -236,7 +233,7 @@ impl Endpoint {
             + self.tx_queue.capacity() * 4
             + self.ctrl_queue.capacity() * 4
             + self.timers.capacity() * size_of::<Reverse<(Instant, u32)>>()
-            + self.ep_ops.capacity() * size_of::<EndpointOp>()
+            + self.ep_ops.capacity() * size_of::<OutgoingOp>()
             + self.events.heap_bytes()
             + self.ccs.heap_bytes()
             + self.planes.capacity() * size_of::<PlaneStats>()
@@ -263,6 +260,7 @@ impl Endpoint {
             stats,
             planes,
             ports_up,
+            now,
             ..
         } = self;
         let qp = qps.at_mut(idx)?;
@@ -275,6 +273,7 @@ impl Endpoint {
             stats,
             planes,
             ports_up: *ports_up,
+            now: *now,
         };
         let r = f(qp, &mut ctx);
         qp.flush_ev_changes(&mut ctx);
@@ -308,24 +307,20 @@ impl Endpoint {
         let Some(qp) = self.qps.at_mut(idx) else {
             return;
         };
-        if qp.has_control() && !qp.in_ctrl_queue {
-            qp.in_ctrl_queue = true;
+        if qp.has_control() && !qp.sched.in_ctrl_queue {
+            qp.sched.in_ctrl_queue = true;
             self.ctrl_queue.push_back(idx as u32);
         }
-        if !qp.in_tx_queue && qp.may_send_data(now) {
-            qp.in_tx_queue = true;
+        if !qp.sched.in_tx_queue && qp.may_send_data(now) {
+            qp.sched.in_tx_queue = true;
             self.tx_queue.push_back(idx as u32);
         }
-        // Only something that can bring the deadline earlier needs a new timer entry; a
-        // later deadline is found when the armed one fires (spurious wake-ups are harmless).
-        if !qp.timers_dirty && qp.armed.is_some() {
-            return;
-        }
-        qp.timers_dirty = false;
-        if let Some(d) = qp.deadline(now, &self.ccs)
-            && qp.armed.is_none_or(|a| d < a)
+        // Only a deadline earlier than the armed one needs a new timer entry; a later one is
+        // found when the armed one fires (spurious wake-ups are harmless).
+        if let Some(d) = qp.next_deadline()
+            && qp.sched.armed.is_none_or(|a| d < a)
         {
-            qp.armed = Some(d);
+            qp.sched.armed = Some(d);
             self.timers.push(Reverse((d, idx as u32)));
             if self.timers.len() > TIMER_ENTRIES_PER_QP * self.qps.len() + TIMER_SLACK {
                 self.rebuild_timers();
@@ -337,7 +332,7 @@ impl Endpoint {
     fn rebuild_timers(&mut self) {
         self.timers.clear();
         for (i, q) in self.qps.iter() {
-            if let Some(a) = q.armed {
+            if let Some(a) = q.sched.armed {
                 self.timers.push(Reverse((a, i as u32)));
             }
         }

@@ -105,7 +105,7 @@ impl Endpoint {
         }
         let rng = self.rng.fork(self.qps.len() as u64);
         // The QPN is the slab key; the QP learns it once inserted.
-        let qp = Qp::new(Qpn(0), *attr, &self.cfg, rng);
+        let qp = Qp::new(Qpn(0), *attr, rng);
         let key = self
             .qps
             .insert(qp)

@@ -9,12 +9,16 @@
 //!   a plane-balanced pseudo-random rotation, REPS-style recycling for ECMP, or a single path.
 //! - [`RemapDetector`]: ECMP mode's reading of a burst of failures as a remap.
 
+mod health;
 mod path;
+mod paths;
 mod remap;
 mod selector;
 mod table;
 
+pub(crate) use health::EvEvent;
 pub use path::{PathSource, SrPath};
+pub(crate) use paths::Paths;
 pub use remap::RemapDetector;
 pub use selector::{EvSelector, Recycle, SinglePath, Spray, build_selector};
 pub use table::{EvChange, EvTable, Retire};

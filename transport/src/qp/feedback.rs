@@ -1,20 +1,30 @@
 //! What comes back to the requester (brief §2.9, §2.10, §2.13, §3.6): SACKs merged into the
 //! scoreboard with their RTT sample, EV verdict and probe answer; NACKs; transport ACKs; the
-//! losses they reveal; and the completions they allow.
+//! losses they reveal; and the completions they allow. Each handler is a short sequence of
+//! named steps: what a step does to an EV is an [`EvEvent`] for the health table
+//! (`ev/health.rs`), what it does to the flight is the flight's and the loss rules' business
+//! (`reliability/`).
 
-use super::requester::{MAX_RTT_SAMPLE, VENDOR_REMOTE_ACCESS};
-use super::{Paths, Qp};
+use super::requester::{MAX_RTT_SAMPLE, Requester, VENDOR_REMOTE_ACCESS};
+use super::{Qp, send_completion};
 use crate::cc::{AckSample, NackCause, NackSample};
 use crate::ctx::Ctx;
-use crate::ev::{EvId, Retire};
-use crate::event::Event;
+use crate::ev::{EvEvent, EvId};
 use crate::reliability::psn::seq_of;
-use crate::reliability::{RetryVerdict, RttEstimator};
+use crate::reliability::{EntryState, RetryVerdict, SackOutcome};
 use crate::stats::{DropReason, QpStats};
 use crate::time::{Duration, Instant};
-use crate::verbs::{QpState, WcOpcode, WcStatus, WorkCompletion};
+use crate::verbs::{QpState, WcStatus};
 use crate::wire::tseth::{timestamp_elapsed_nanos, timestamp_from_nanos};
 use crate::wire::{AethRepr, CcStateRepr, MultipathVerdict, NackReason, NethRepr, SethRepr};
+
+/// The packets a SACK names, checked against the flight.
+#[derive(Debug, Clone, Copy)]
+struct SackRange {
+    cack: u64,
+    base: u64,
+    bitmap: u64,
+}
 
 impl Qp {
     /// A SACK (brief §2.9, §3.6): merge it, sample the RTT, apply the EV verdict and the probe
@@ -26,283 +36,87 @@ impl Qp {
         ccs: &CcStateRepr,
         ctx: &mut Ctx<'_>,
     ) {
-        self.timers_dirty = true;
-        if self.state != QpState::Rts {
-            ctx.drop_frame(DropReason::WrongState);
-            return;
+        if self.sending(ctx) {
+            self.sack(now, seth, ccs, ctx);
         }
-        let (Some(req), Some(paths)) = (self.req.as_mut(), self.paths.as_mut()) else {
-            return;
-        };
-        let Some(cack) =
-            seq_of(req.sq_psn, seth.cack_psn, req.flight.una()).filter(|&c| c <= req.flight.nxt())
+        self.refresh_timers(ctx);
+    }
+
+    fn sack(&mut self, now: Instant, seth: &SethRepr, ccs: &CcStateRepr, ctx: &mut Ctx<'_>) {
+        let Self {
+            conn: Some(c),
+            stats,
+            rng,
+            ..
+        } = self
         else {
+            return;
+        };
+        let Some(range) = c.req.sack_range(seth) else {
             ctx.drop_frame(DropReason::BadAck);
             return;
         };
-        // A bitmap whose base names a PSN from before the QP started places nothing: moved to
-        // the cumulative ACK instead, it would acknowledge packets the peer never named.
-        let (base, bitmap) = match seq_of(req.sq_psn, seth.bitmap_base(), cack) {
-            Some(base) => (base, seth.sack_bitmap),
-            None => (cack, 0),
-        };
-        // A bitmap that acknowledges PSNs never sent is no responder's: refused whole.
-        if sacks_unsent(base, bitmap, req.flight.nxt()) {
-            ctx.drop_frame(DropReason::BadAck);
-            return;
-        }
-        self.stats.sacks_received += 1;
-        let echoed = paths.table.lookup(seth.entropy);
+        stats.sacks_received += 1;
+        let echoed = c.paths.lookup(seth.entropy);
         if echoed.is_none() {
             ctx.drop_frame(DropReason::UnknownEv);
         }
         let ecn = seth.verdict == MultipathVerdict::SkipOnce;
-        let bitmap = if req.gbn { 0 } else { bitmap };
-        let Paths {
-            table, selector, ..
-        } = paths;
-        let outcome = req.flight.on_sack(cack, base, bitmap, &mut |_, e| {
-            table.on_delivered(e.ev, e.sent_at, e.tx_count == 1);
-            selector.on_delivered(e.ev, !(ecn && Some(e.ev) == echoed));
-        });
-
-        // RTT from the echoed TSETH timestamp: unambiguous even for retransmissions.
-        let mut rtt = None;
-        if ctx.cfg.tseth && echoed.is_some() {
-            let sample = Duration(timestamp_elapsed_nanos(
-                ccs.tx_timestamp,
-                timestamp_from_nanos(now.as_nanos()),
-            ));
-            if sample < MAX_RTT_SAMPLE {
-                req.rtt.update(sample);
-                req.flight.set_rack_rtt(req.rtt.srtt());
-                rtt = Some(sample);
-                record_rtt(&mut self.stats, &req.rtt);
-            }
-        }
-        // Every path this SACK acknowledges packets of gets a sample (brief §3.6, §3.7: each
-        // EV's RTT floors its own loss inference and timeout), the echoed one the exact one.
-        let exact = echoed.zip(rtt);
-        paths.table.take_rtt_samples(now, exact, MAX_RTT_SAMPLE);
+        let acked = c.merge_sack(now, range, echoed, ecn, rng, stats, ctx);
+        let rtt = c.req.sample_rtt(now, ccs.tx_timestamp, echoed, stats, ctx);
+        c.paths
+            .table
+            .take_rtt_samples(now, echoed.zip(rtt), MAX_RTT_SAMPLE);
         if let Some(ev) = echoed {
-            let s = paths.table.stats_mut(ev);
-            match seth.verdict {
-                MultipathVerdict::SkipOnce => {
-                    s.ecn += 1;
-                    self.stats.ecn_echoes += 1;
-                    let plane = paths.table.ev(ev).plane;
-                    if let Some(p) = ctx.plane(plane) {
-                        p.ecn += 1;
-                    }
-                    // RoCE has no path health: the echo only reaches congestion control.
-                    if !req.gbn {
-                        paths.table.skip(ev);
-                    }
-                }
-                MultipathVerdict::AlwaysSkip if !req.gbn => {
-                    paths.table.retire(ev, now);
-                }
-                _ => {}
-            }
-            if seth.probe_response && paths.table.probe_outstanding(ev) {
-                self.stats.probes_ok += 1;
-                paths.table.on_probe_answer(ev, now);
+            for event in verdict_events(ev, seth) {
+                c.paths.react(event, now, rng, stats, ctx);
             }
         }
-        if outcome.newly_acked_packets > 0 {
-            req.retry.on_progress(now);
+        if acked.newly_acked_packets > 0 {
+            c.req.retry.on_progress(now);
         }
-        let rcvd_delta = req
-            .last_rcvd_bytes
-            .map_or(0, |prev| ccs.rcvd_bytes_since(prev));
-        req.last_rcvd_bytes = Some(ccs.rcvd_bytes);
-        if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
-            req.sync_cc(slot);
-            slot.ctrl.on_ack(
-                now,
-                &AckSample {
-                    newly_acked_bytes: outcome.newly_acked_bytes,
-                    inflight_bytes: slot.inflight,
-                    rtt,
-                    ecn,
-                    rcv_cwnd_pen: ccs.rcv_cwnd_pen,
-                    rcvd_bytes_delta: rcvd_delta,
-                },
-            );
-        }
-        if !req.gbn {
-            let reo = req.reorder_window();
-            req.lost.clear();
-            let lost = &mut req.lost;
-            let table = &paths.table;
-            req.flight
-                .detect_losses(now, reo, &|ev| table.path_srtt(ev), &mut |seq, e| {
-                    lost.push((seq, *e));
-                });
-            self.stats.retransmits.inferred += req.lost.len() as u64;
-            self.handle_losses(now, false, ctx);
-        }
+        c.req.clock_cc_on_ack(now, &acked, rtt, ecn, ccs, ctx);
+        self.infer_losses(now, ctx);
         self.complete_sends(ctx);
-    }
-
-    /// Packets in `req.lost` were lost without a trim (inferred from holes, or timed out):
-    /// brief §3.3, untrimmed loss is a path failure. A timeout retires the EV at once (§3.7:
-    /// the strongest evidence); inferred losses only when they repeat on the EV with nothing
-    /// delivered between ([`EvTable::on_inferred_loss`]), and a retransmission inferred lost
-    /// not at all (its send order says little about its arrival order: it jumped the queue,
-    /// often onto a busier path; its timer still catches a path that really dropped it).
-    pub(super) fn handle_losses(&mut self, now: Instant, timeout: bool, ctx: &mut Ctx<'_>) {
-        let (Some(req), Some(paths)) = (self.req.as_mut(), self.paths.as_mut()) else {
-            return;
-        };
-        for i in 0..req.lost.len() {
-            let (_, e) = req.lost[i];
-            let plane = paths.table.get(e.ev).map_or(0, |x| x.plane);
-            let failed = if timeout {
-                let s = paths.table.stats_mut(e.ev);
-                s.timeouts += 1;
-                self.stats.timeouts += 1;
-                if let Some(p) = ctx.plane(plane) {
-                    p.timeouts += 1;
-                }
-                true
-            } else {
-                if let Some(p) = ctx.plane(plane) {
-                    p.inferred_losses += 1;
-                }
-                paths.table.on_inferred_loss(e.ev, e.tx_count == 1)
-            };
-            if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
-                slot.ctrl.on_loss(now, req.flight.nominal(e.len));
-            }
-            if failed && !req.gbn {
-                path_failure(
-                    paths,
-                    &mut self.rng,
-                    &mut self.stats,
-                    self.qpn,
-                    e.ev,
-                    now,
-                    ctx,
-                );
-            }
-        }
-        req.lost.clear();
-        if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
-            req.sync_cc(slot);
-        }
     }
 
     /// A NACK (brief §2.10): trims resend at once on another EV; other retriable reasons
     /// resend and spend the retry budget; UNEXP_EVENT fails the QP.
     pub(crate) fn on_nack(&mut self, now: Instant, neth: &NethRepr, ctx: &mut Ctx<'_>) {
-        self.timers_dirty = true;
-        if self.state != QpState::Rts {
-            ctx.drop_frame(DropReason::WrongState);
-            return;
+        if self.sending(ctx) {
+            self.nack(now, neth, ctx);
         }
-        let (Some(req), Some(paths)) = (self.req.as_mut(), self.paths.as_mut()) else {
-            return;
-        };
-        let Some(seq) =
-            seq_of(req.sq_psn, neth.nack_psn, req.flight.una()).filter(|&s| s < req.flight.nxt())
+        self.refresh_timers(ctx);
+    }
+
+    fn nack(&mut self, now: Instant, neth: &NethRepr, ctx: &mut Ctx<'_>) {
+        let Self {
+            conn: Some(c),
+            stats,
+            rng,
+            ..
+        } = self
         else {
-            ctx.drop_frame(DropReason::BadAck);
             return;
         };
-        if req
-            .flight
-            .entry(seq)
-            .is_none_or(|e| e.state == crate::reliability::EntryState::Acked)
-        {
-            ctx.drop_frame(DropReason::Stale);
+        let Some((seq, wr)) = c.req.nacked_packet(neth, ctx) else {
+            return;
+        };
+        stats.nacks_received.count(neth.reason);
+        if let Some(ev) = c.paths.lookup(neth.entropy) {
+            c.paths
+                .react(nack_event(ev, neth.reason), now, rng, stats, ctx);
+        }
+        if let Some(status) = fatal_status(neth) {
+            self.fail(status, Some(wr), ctx);
             return;
         }
-        let counts = &mut self.stats.nacks_received;
-        match neth.reason {
-            NackReason::Trimmed => counts.trimmed += 1,
-            NackReason::TrimmedLastHop => counts.trimmed_last_hop += 1,
-            NackReason::PsnOutOfWindow => counts.out_of_window += 1,
-            NackReason::NoBitmap | NackReason::NoPktBuffer | NackReason::NoResource => {
-                counts.resource += 1;
-            }
-            NackReason::UnexpectedEvent => counts.unexpected += 1,
-            NackReason::Unknown(_) => counts.other += 1,
-        }
-        let ev = paths.table.lookup(neth.entropy);
-        if let Some(ev) = ev {
-            let plane = paths.table.ev(ev).plane;
-            let s = paths.table.stats_mut(ev);
-            let trim = matches!(
-                neth.reason,
-                NackReason::Trimmed | NackReason::TrimmedLastHop
-            );
-            if trim {
-                s.trims += 1;
-            } else {
-                s.nacks += 1;
-            }
-            if let Some(p) = ctx.plane(plane) {
-                p.trims += u64::from(trim);
-                p.nacks += u64::from(!trim);
-            }
-            if neth.reason.implicates_path() && !req.gbn {
-                paths.table.skip(ev);
-            }
-        }
-        if !neth.reason.retriable() {
-            let status = if neth.vendor_info == VENDOR_REMOTE_ACCESS {
-                WcStatus::RemoteAccessError
-            } else {
-                WcStatus::RemoteOperationalError
-            };
-            let wr = req.flight.entry(seq).map(|e| e.wr);
-            self.fail(status, wr, ctx);
-            return;
-        }
-        let cause = match neth.reason {
-            NackReason::Trimmed => NackCause::Trimmed,
-            NackReason::TrimmedLastHop => NackCause::TrimmedLastHop,
-            _ => NackCause::Other,
-        };
-        let bytes = req
-            .flight
-            .entry(seq)
-            .map_or(0, |e| req.flight.nominal(e.len));
-        let lost = if req.gbn {
-            let before = req.flight.inflight_bytes();
-            req.flight.rewind(seq);
-            before != req.flight.inflight_bytes()
-        } else {
-            req.flight.mark_lost(seq)
-        };
-        if lost && !req.gbn {
-            match cause {
-                NackCause::Other => self.stats.retransmits.nack += 1,
-                _ => self.stats.retransmits.trim += 1,
-            }
-        }
-        if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
-            req.sync_cc(slot);
-            if lost {
-                let rtt = ctx.cfg.tseth.then(|| {
-                    Duration(timestamp_elapsed_nanos(
-                        neth.tx_timestamp,
-                        timestamp_from_nanos(now.as_nanos()),
-                    ))
-                });
-                slot.ctrl.on_nack(
-                    now,
-                    &NackSample {
-                        bytes,
-                        inflight_bytes: slot.inflight,
-                        cause,
-                        rtt: rtt.filter(|r| *r < MAX_RTT_SAMPLE),
-                    },
-                );
-            }
-        }
-        if cause == NackCause::Other && lost && req.retry.on_expiry(now) == RetryVerdict::Exhausted
+        let cause = nack_cause(neth.reason);
+        let lost = c.req.resend_nacked(seq, cause, stats);
+        c.req.clock_cc_on_nack(now, seq, lost, cause, neth, ctx);
+        if cause == NackCause::Other
+            && lost
+            && c.req.retry.on_expiry(now) == RetryVerdict::Exhausted
         {
             self.fail(WcStatus::RetryExceeded, None, ctx);
         }
@@ -310,11 +124,13 @@ impl Qp {
 
     /// A transport ACK (brief §2.13): every message up to its MSN is complete at the peer.
     pub(crate) fn on_ack(&mut self, aeth: &AethRepr, ctx: &mut Ctx<'_>) {
-        self.timers_dirty = true;
-        if self.state != QpState::Rts {
-            ctx.drop_frame(DropReason::WrongState);
-            return;
+        if self.sending(ctx) {
+            self.ack(aeth, ctx);
         }
+        self.refresh_timers(ctx);
+    }
+
+    fn ack(&mut self, aeth: &AethRepr, ctx: &mut Ctx<'_>) {
         let msn = aeth.msn as u16;
         // An ACK names a message whose packets all left (brief §2.13); MSNs count posts from
         // zero, so the last such message has MSN `sent_index - 1`. One naming a later
@@ -325,9 +141,6 @@ impl Qp {
             return;
         }
         self.stats.acks_received += 1;
-        let Some(req) = self.req.as_mut() else {
-            return;
-        };
         let mut end = None;
         let mut abs = self.sq.head();
         while abs < self.sq.sent_index() {
@@ -338,25 +151,41 @@ impl Qp {
             end = Some(wr.end_seq());
             abs += 1;
         }
+        let Self {
+            conn: Some(c),
+            stats,
+            rng,
+            ..
+        } = self
+        else {
+            return;
+        };
         let Some(end) = end else {
             return;
         };
-        let Some(paths) = self.paths.as_mut() else {
-            return;
-        };
-        let table = &mut paths.table;
-        req.flight.on_sack(end, end, 0, &mut |_, e| {
-            table.stats_mut(e.ev).delivered += 1;
+        let (paths, now) = (&mut c.paths, ctx.now);
+        c.req.flight.on_sack(end, end, 0, &mut |_, e| {
+            let event = EvEvent::DeliveredByAck { ev: e.ev };
+            paths.react(event, now, rng, stats, ctx);
         });
-        if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
-            req.sync_cc(slot);
+        if let Some(slot) = ctx.ccs.get_mut(c.req.cc) {
+            c.req.sync_cc(slot);
         }
         self.complete_sends(ctx);
     }
 
+    /// Feedback is for a QP in RTS; anything else is dropped.
+    fn sending(&self, ctx: &mut Ctx<'_>) -> bool {
+        if self.state == QpState::Rts && self.conn.is_some() {
+            return true;
+        }
+        ctx.drop_frame(DropReason::WrongState);
+        false
+    }
+
     /// Complete, in order, the work requests whose packets are all acknowledged.
     pub(super) fn complete_sends(&mut self, ctx: &mut Ctx<'_>) {
-        let Some(req) = self.req.as_mut() else {
+        let Some(req) = self.conn.as_mut().map(|c| &mut c.req) else {
             return;
         };
         while let Some(wr) = self.sq.head_sent() {
@@ -369,23 +198,234 @@ impl Qp {
             }
             self.stats.messages_completed += 1;
             if wr.signaled {
-                ctx.complete(
-                    self.attr.send_cq,
-                    WorkCompletion {
-                        wr_id: wr.wr_id,
-                        status: WcStatus::Success,
-                        opcode: WcOpcode::RdmaWrite,
-                        qpn: self.qpn,
-                        byte_len: wr.len,
-                        imm_data: None,
-                    },
-                );
+                let wc = send_completion(self.qpn, wr.wr_id, WcStatus::Success, wr.len);
+                ctx.complete(self.attr.send_cq, wc);
             }
         }
         if req.flight.is_empty() {
             req.retry.disarm();
         }
     }
+}
+
+impl super::Connection {
+    /// Merge a checked SACK into the flight: each newly acknowledged packet is a delivery on
+    /// its EV (clean unless the SACK's ECN echo names that EV).
+    #[allow(clippy::too_many_arguments)]
+    fn merge_sack(
+        &mut self,
+        now: Instant,
+        r: SackRange,
+        echoed: Option<EvId>,
+        ecn: bool,
+        rng: &mut crate::rng::Rng,
+        stats: &mut QpStats,
+        ctx: &mut Ctx<'_>,
+    ) -> SackOutcome {
+        let paths = &mut self.paths;
+        let bitmap = if self.req.gbn { 0 } else { r.bitmap };
+        self.req
+            .flight
+            .on_sack(r.cack, r.base, bitmap, &mut |_, e| {
+                let event = EvEvent::Delivered {
+                    ev: e.ev,
+                    sent_at: e.sent_at,
+                    first: e.tx_count == 1,
+                    clean: !(ecn && Some(e.ev) == echoed),
+                };
+                paths.react(event, now, rng, stats, ctx);
+            })
+    }
+}
+
+impl Requester {
+    /// The packets a SACK names, if it is one of this flight's: a cumulative ACK within what
+    /// was sent, and a bitmap naming nothing unsent.
+    fn sack_range(&self, seth: &SethRepr) -> Option<SackRange> {
+        let cack = seq_of(self.sq_psn, seth.cack_psn, self.flight.una())
+            .filter(|&c| c <= self.flight.nxt())?;
+        // A bitmap whose base names a PSN from before the QP started places nothing: moved to
+        // the cumulative ACK instead, it would acknowledge packets the peer never named.
+        let (base, bitmap) = match seq_of(self.sq_psn, seth.bitmap_base(), cack) {
+            Some(base) => (base, seth.sack_bitmap),
+            None => (cack, 0),
+        };
+        // A bitmap that acknowledges PSNs never sent is no responder's: refused whole.
+        (!sacks_unsent(base, bitmap, self.flight.nxt())).then_some(SackRange { cack, base, bitmap })
+    }
+
+    /// The QP's RTT from the SACK's echoed TSETH timestamp (unambiguous even for a
+    /// retransmission), when TSETH is on and the SACK named one of our EVs.
+    fn sample_rtt(
+        &mut self,
+        now: Instant,
+        tx_timestamp: u16,
+        echoed: Option<EvId>,
+        stats: &mut QpStats,
+        ctx: &Ctx<'_>,
+    ) -> Option<Duration> {
+        if !ctx.cfg.tseth || echoed.is_none() {
+            return None;
+        }
+        let sample = elapsed_since(tx_timestamp, now);
+        if sample >= MAX_RTT_SAMPLE {
+            return None;
+        }
+        self.loss.on_rtt_sample(&mut self.flight, sample);
+        let rtt = &self.loss.rtt;
+        stats.srtt_ns = rtt.srtt().as_nanos();
+        stats.min_rtt_ns = rtt.min().as_nanos();
+        stats.rtt_samples = rtt.samples();
+        Some(sample)
+    }
+
+    /// Congestion control's view of a SACK (brief §3.4).
+    fn clock_cc_on_ack(
+        &mut self,
+        now: Instant,
+        acked: &SackOutcome,
+        rtt: Option<Duration>,
+        ecn: bool,
+        ccs: &CcStateRepr,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let rcvd_delta = self
+            .last_rcvd_bytes
+            .map_or(0, |prev| ccs.rcvd_bytes_since(prev));
+        self.last_rcvd_bytes = Some(ccs.rcvd_bytes);
+        let Some(slot) = ctx.ccs.get_mut(self.cc) else {
+            return;
+        };
+        self.sync_cc(slot);
+        let sample = AckSample {
+            newly_acked_bytes: acked.newly_acked_bytes,
+            inflight_bytes: slot.inflight,
+            rtt,
+            ecn,
+            rcv_cwnd_pen: ccs.rcv_cwnd_pen,
+            rcvd_bytes_delta: rcvd_delta,
+        };
+        slot.ctrl.on_ack(now, &sample);
+    }
+
+    /// The packet a NACK names and its work request, if it is still outstanding.
+    fn nacked_packet(&self, neth: &NethRepr, ctx: &mut Ctx<'_>) -> Option<(u64, u64)> {
+        let Some(seq) = seq_of(self.sq_psn, neth.nack_psn, self.flight.una())
+            .filter(|&s| s < self.flight.nxt())
+        else {
+            ctx.drop_frame(DropReason::BadAck);
+            return None;
+        };
+        match self.flight.entry(seq) {
+            Some(e) if e.state != EntryState::Acked => Some((seq, e.wr)),
+            _ => {
+                ctx.drop_frame(DropReason::Stale);
+                None
+            }
+        }
+    }
+
+    /// Resend the NACKed packet `seq` (go-back-N: it and everything after it). `true` when
+    /// that took something out of the flight.
+    fn resend_nacked(&mut self, seq: u64, cause: NackCause, stats: &mut QpStats) -> bool {
+        if self.gbn {
+            let before = self.flight.inflight_bytes();
+            self.flight.rewind(seq);
+            return before != self.flight.inflight_bytes();
+        }
+        let lost = self.flight.mark_lost(seq);
+        if lost {
+            match cause {
+                NackCause::Other => stats.retransmits.nack += 1,
+                _ => stats.retransmits.trim += 1,
+            }
+        }
+        lost
+    }
+
+    /// Congestion control's view of a NACK (brief §3.4): a packet it resent (`lost`) is a
+    /// congestion signal.
+    fn clock_cc_on_nack(
+        &mut self,
+        now: Instant,
+        seq: u64,
+        lost: bool,
+        cause: NackCause,
+        neth: &NethRepr,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let bytes = self
+            .flight
+            .entry(seq)
+            .map_or(0, |e| self.flight.nominal(e.len));
+        let Some(slot) = ctx.ccs.get_mut(self.cc) else {
+            return;
+        };
+        self.sync_cc(slot);
+        if !lost {
+            return;
+        }
+        let rtt = ctx.cfg.tseth.then(|| elapsed_since(neth.tx_timestamp, now));
+        let sample = NackSample {
+            bytes,
+            inflight_bytes: slot.inflight,
+            cause,
+            rtt: rtt.filter(|r| *r < MAX_RTT_SAMPLE),
+        };
+        slot.ctrl.on_nack(now, &sample);
+    }
+}
+
+/// What a SACK's verdict and PR flag say about the EV it echoes (brief §2.9).
+fn verdict_events(ev: EvId, seth: &SethRepr) -> impl Iterator<Item = EvEvent> {
+    let verdict = match seth.verdict {
+        MultipathVerdict::SkipOnce => Some(EvEvent::EcnEcho { ev }),
+        MultipathVerdict::AlwaysSkip => Some(EvEvent::AlwaysSkip { ev }),
+        _ => None,
+    };
+    let probe = seth.probe_response.then_some(EvEvent::ProbeAnswered { ev });
+    verdict.into_iter().chain(probe)
+}
+
+/// What a NACK says about the EV it names (brief §2.10).
+fn nack_event(ev: EvId, reason: NackReason) -> EvEvent {
+    match reason {
+        NackReason::Trimmed => EvEvent::Trimmed { ev },
+        NackReason::TrimmedLastHop => EvEvent::TrimmedLastHop { ev },
+        _ => EvEvent::Nacked { ev },
+    }
+}
+
+/// A NACK that cannot be retried (UNEXP_EVENT, unknown codes: brief §2.10) fails the QP with
+/// this status: a remote access error when the responder's memory checks refused the Write.
+fn fatal_status(neth: &NethRepr) -> Option<WcStatus> {
+    match neth.reason {
+        NackReason::UnexpectedEvent | NackReason::Unknown(_) => {
+            Some(if neth.vendor_info == VENDOR_REMOTE_ACCESS {
+                WcStatus::RemoteAccessError
+            } else {
+                WcStatus::RemoteOperationalError
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Congestion control's reading of a NACK reason (brief §3.4).
+fn nack_cause(reason: NackReason) -> NackCause {
+    match reason {
+        NackReason::Trimmed => NackCause::Trimmed,
+        NackReason::TrimmedLastHop => NackCause::TrimmedLastHop,
+        _ => NackCause::Other,
+    }
+}
+
+/// Time since a 16-bit TSETH timestamp (brief §2.7).
+fn elapsed_since(tx_timestamp: u16, now: Instant) -> Duration {
+    Duration(timestamp_elapsed_nanos(
+        tx_timestamp,
+        timestamp_from_nanos(now.as_nanos()),
+    ))
 }
 
 /// Whether a SACK bitmap (bit i = sequence `base + i`) names anything at or beyond `nxt`.
@@ -395,32 +435,4 @@ fn sacks_unsent(base: u64, bitmap: u64, nxt: u64) -> bool {
         Some(sent) if sent >= 64 => false,
         Some(sent) => bitmap >> sent != 0,
     }
-}
-
-/// An untrimmed loss on `ev`: in ECMP mode first ask whether it completes a burst (a remap);
-/// otherwise retire the EV (ASSUMED_BAD, replaced from its plane's backups).
-pub(super) fn path_failure(
-    paths: &mut Paths,
-    rng: &mut crate::rng::Rng,
-    stats: &mut QpStats,
-    qpn: crate::verbs::Qpn,
-    ev: EvId,
-    now: Instant,
-    ctx: &mut Ctx<'_>,
-) {
-    if let Some(remap) = paths.remap.as_mut()
-        && remap.on_failure(now, ev)
-    {
-        paths.table.rerandomize(rng);
-        stats.remaps += 1;
-        ctx.events.push(Event::EcmpRemap { qpn });
-        return;
-    }
-    let _: Retire = paths.table.retire(ev, now);
-}
-
-fn record_rtt(stats: &mut QpStats, rtt: &RttEstimator) {
-    stats.srtt_ns = rtt.srtt().as_nanos();
-    stats.min_rtt_ns = rtt.min().as_nanos();
-    stats.rtt_samples = rtt.samples();
 }

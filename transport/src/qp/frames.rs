@@ -11,7 +11,7 @@ use crate::ev::Ev;
 use crate::wire::bth::BTH_LEN;
 use crate::wire::icrc::ICRC_LEN;
 use crate::wire::{
-    Body, BthRepr, FrameLayout, FrameRepr, METH_LEN, RETH_LEN, Route, TSETH_LEN, WireError,
+    Body, BthRepr, FrameLayout, FrameRepr, METH_LEN, Opcode, RETH_LEN, Route, TSETH_LEN, WireError,
 };
 
 /// Bytes of a data packet's UDP payload that are not payload (BTH, METH, TSETH, RETH, ICRC):
@@ -65,7 +65,7 @@ pub(crate) fn repr(
 }
 
 /// A BTH with MRC's fixed fields.
-pub(crate) fn bth(opcode: crate::wire::Opcode, dest_qp: u32, psn: u32) -> BthRepr {
+pub(crate) fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
     BthRepr {
         opcode,
         solicited: false,
@@ -81,12 +81,30 @@ pub(crate) fn bth(opcode: crate::wire::Opcode, dest_qp: u32, psn: u32) -> BthRep
     }
 }
 
-/// Emit a control frame (no payload) into `buf`.
+/// A control packet (no payload: SACK, NACK, ACK, probe, endpoint operation) on `ev` towards
+/// the NIC `dst`, written into `buf`: not ECN-capable, in the control traffic class (brief
+/// §2.14). Every control packet the engine sends is built here.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_control(
     cfg: &EndpointConfig,
-    (r, port): (FrameRepr, u8),
+    ev: &Ev,
+    dst: Ipv6Addr,
+    opcode: Opcode,
+    dest_qp: u32,
+    psn: u32,
+    body: Body,
     buf: &mut [u8],
 ) -> Result<Transmit, WireError> {
+    let dscp = cfg.wire.dscp.for_packet(opcode, false, true);
+    let (r, port) = repr(
+        cfg,
+        ev,
+        dst,
+        dscp,
+        Ecn::NotEct,
+        bth(opcode, dest_qp, psn),
+        body,
+    );
     let layout: FrameLayout = r.emit(buf, 0, &cfg.wire)?;
     layout.finish(buf, &cfg.wire);
     Ok(Transmit {

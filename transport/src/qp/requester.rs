@@ -1,17 +1,20 @@
 //! The requester half of a QP (brief §3): packets of posted Writes leave with consecutive
-//! PSNs, each on an EV the selector picks; SACKs release them and clock congestion control;
-//! trims, inferred losses and timeouts resend them on other EVs; silent losses retire EVs and
-//! probes bring them back; the long retry budget finally fails the QP.
+//! PSNs, each on an EV the selector picks; SACKs release them and clock congestion control
+//! (`feedback.rs`); trims, inferred losses and timeouts resend them on other EVs; silent losses
+//! retire EVs (`ev/health.rs`) and probes bring them back; the long retry budget finally fails
+//! the QP.
 
 use mrc_srv6::wire::Ecn;
 
+use super::conn::check_mpr;
 use super::frames::{self, Transmit};
 use super::{Qp, TxOutcome};
-use crate::config::{EndpointConfig, TimerConfig};
+use crate::config::EndpointConfig;
 use crate::ctx::{CcSlot, Ctx};
-use crate::ev::EvTable;
+use crate::ev::{EvEvent, EvTable};
+use crate::reliability::loss::{LossDeadlines, LossDetection};
 use crate::reliability::psn::psn_of;
-use crate::reliability::{Flight, FlightEntry, RetryBudget, RetryVerdict, RttEstimator};
+use crate::reliability::{Flight, FlightEntry, RetryBudget, RetryVerdict};
 use crate::time::{Duration, Instant};
 use crate::verbs::{QpState, RtsAttr, TransportMode, VerbsError, WcStatus};
 use crate::wire::tseth::timestamp_from_nanos;
@@ -24,39 +27,75 @@ pub(crate) const VENDOR_REMOTE_ACCESS: u8 = 1;
 /// Echoed timestamps older than this are ignored (the 16-bit, 128 ns field wraps at 8.4 ms).
 pub(super) const MAX_RTT_SAMPLE: Duration = Duration::from_millis(8);
 
-/// The requester state of a QP in RTS.
+/// Nominal bytes a packet adds to its payload in flight (UDP payload overhead and 40 B).
+const PER_PACKET_OVERHEAD: u32 = frames::UDP_PAYLOAD_OVERHEAD + 40;
+
+/// The requester state of a connected QP.
 #[derive(Debug)]
 pub(crate) struct Requester {
     pub(super) sq_psn: u32,
+    /// Packets the flight may hold (RTS MPR).
+    pub(super) mpr: u32,
     pub(super) flight: Flight,
     pub(super) retry: RetryBudget,
-    pub(super) rtt: RttEstimator,
-    pub(super) timers: TimerConfig,
+    /// The reordering window, RACK and the per-packet timeout, with the QP's RTT.
+    pub(super) loss: LossDetection,
     pub(super) gbn: bool,
     pub(super) wimm_limit: u16,
     pub(super) imm_outstanding: u16,
     pub(super) last_rcvd_bytes: Option<u32>,
+    /// The congestion controller slot it sends under.
+    pub(super) cc: usize,
     /// Nominal bytes of this QP's flight already counted in its controller.
     pub(super) reported_inflight: u64,
+    /// Data waits for the congestion controller's pacing.
+    pub(super) paced: bool,
     /// Losses found by one pass of the loss rules, handled after it (preallocated).
     pub(super) lost: Vec<(u64, FlightEntry)>,
 }
 
+/// When the requester next needs its timers.
+pub(super) struct RequesterDeadlines {
+    pub loss: LossDeadlines,
+    pub retry: Option<Instant>,
+    pub probe: Option<Instant>,
+}
+
 impl Requester {
-    pub fn new(a: &RtsAttr, mode: TransportMode, cfg: &EndpointConfig) -> Self {
+    /// An idle requester (RTR): it sends nothing until [`Self::start`].
+    pub fn new(cc: usize, mode: TransportMode, cfg: &EndpointConfig) -> Self {
         Self {
-            sq_psn: a.sq_psn & crate::reliability::psn::PSN_MASK,
-            flight: Flight::new(a.mpr, frames::UDP_PAYLOAD_OVERHEAD + 40),
-            retry: RetryBudget::new(a.timeout, a.retry_linear, a.retry_exp),
-            rtt: RttEstimator::new(cfg.timers.initial_rtt),
-            timers: cfg.timers,
+            sq_psn: 0,
+            mpr: 0,
+            flight: Flight::new(0, PER_PACKET_OVERHEAD),
+            retry: RetryBudget::new(0, 0, 0),
+            loss: LossDetection::new(&cfg.timers),
             gbn: mode == TransportMode::RoceLike,
-            wimm_limit: a.wimm_limit,
+            wimm_limit: 0,
             imm_outstanding: 0,
             last_rcvd_bytes: None,
+            cc,
             reported_inflight: 0,
-            lost: Vec::with_capacity(a.mpr as usize),
+            paced: false,
+            lost: Vec::new(),
         }
+    }
+
+    /// RTS: the send side's attributes (first PSN, window, retry budget, WIMM limit).
+    pub fn start(&mut self, a: &RtsAttr, cfg: &EndpointConfig) -> Result<(), VerbsError> {
+        check_mpr(a.mpr, cfg)?;
+        if a.wimm_limit == 0 || a.timeout > 31 || a.retry_linear > 7 || a.retry_exp > 25 {
+            return Err(VerbsError::InvalidAttr(
+                "RTS timeout, retry counts or WIMM limit",
+            ));
+        }
+        self.sq_psn = a.sq_psn & crate::reliability::psn::PSN_MASK;
+        self.mpr = a.mpr;
+        self.flight = Flight::new(a.mpr, PER_PACKET_OVERHEAD);
+        self.retry = RetryBudget::new(a.timeout, a.retry_linear, a.retry_exp);
+        self.wimm_limit = a.wimm_limit;
+        self.lost = Vec::with_capacity(a.mpr as usize);
+        Ok(())
     }
 
     pub fn inflight_bytes(&self) -> u64 {
@@ -67,46 +106,21 @@ impl Requester {
         self.flight.has_retransmit()
     }
 
-    /// The reordering window of loss inference: a quarter RTT or four RTT deviations, whichever
-    /// is longer, never below the configured minimum (brief §3.6 [I]). Sprayed paths differ by
-    /// their queues: where the RTT varies, so does the order of arrival, and a hole is not a
-    /// loss until it outlasts that variation.
-    pub(super) fn reorder_window(&self) -> Duration {
-        Duration((self.rtt.srtt().as_nanos() / 4).max(4 * self.rtt.rttvar().as_nanos()))
-            .max(self.timers.reorder_min)
-    }
-
-    /// The least a packet on an EV waits before its timeout: as many of its own path's smoothed
-    /// RTTs as the QP's timeout counts of the QP's (a path with a queue is slow, not dead).
-    pub(super) fn path_pto<'t>(&self, table: &'t EvTable) -> impl Fn(u16) -> Duration + 't {
-        let multiplier = u64::from(self.timers.pto_srtt_multiplier);
-        move |ev| table.path_srtt(ev).saturating_mul(multiplier)
-    }
-
-    pub(super) fn pto(&self) -> Duration {
-        self.rtt
-            .pto(self.timers.pto_srtt_multiplier, self.timers.pto_min)
-    }
-
     /// How long a probe may go unanswered.
     pub(super) fn probe_timeout(&self) -> Duration {
-        self.pto()
+        self.loss.pto()
     }
 
-    pub fn deadline(&mut self, table: &EvTable, now: Instant) -> Option<Instant> {
-        let (pto, reo) = (self.pto(), self.reorder_window());
-        let path_pto = self.path_pto(table);
-        let mut d = self.flight.pto_deadline(pto, &path_pto);
-        if !self.gbn && d.is_some() {
-            let path_rtt = |ev| table.path_srtt(ev);
-            d = super::min_opt(d, self.flight.loss_deadline(reo, &path_rtt));
+    pub(super) fn deadlines(&mut self, table: &EvTable, now: Instant) -> RequesterDeadlines {
+        let path_rtt = |ev| table.path_srtt(ev);
+        RequesterDeadlines {
+            loss: self.loss.deadlines(&mut self.flight, self.gbn, &path_rtt),
+            retry: self.retry.deadline(),
+            // A probe already due waits for a port, not for a timer.
+            probe: table
+                .probe_deadline(self.probe_timeout())
+                .filter(|&t| t > now),
         }
-        d = super::min_opt(d, self.retry.deadline());
-        // A probe already due waits for a port, not for a timer.
-        let probe = table
-            .probe_deadline(self.probe_timeout())
-            .filter(|&t| t > now);
-        super::min_opt(d, probe)
     }
 
     /// Bring the controller's in-flight count in line with this QP's flight.
@@ -142,13 +156,19 @@ impl Qp {
         if let Some(t) = self.send_probe(now, planes, buf, ctx) {
             return TxOutcome::Sent(t);
         }
-        let (Some(req), Some(slot)) = (self.req.as_mut(), self.cc.and_then(|i| ctx.ccs.get_mut(i)))
+        let Self {
+            conn: Some(c), sq, ..
+        } = self
         else {
             return TxOutcome::Idle;
         };
+        let req = &mut c.req;
+        let Some(slot) = ctx.ccs.get_mut(req.cc) else {
+            return TxOutcome::Idle;
+        };
         if slot.ctrl.next_send_time(now).is_some_and(|t| t > now) {
-            self.paced = true;
-            self.timers_dirty = true;
+            req.paced = true;
+            self.refresh_timers(ctx);
             return TxOutcome::Idle;
         }
         if let Some(seq) = req.flight.next_retransmit() {
@@ -161,7 +181,7 @@ impl Qp {
             }
             return self.send_data(now, planes, Some((seq, e)), buf, ctx);
         }
-        let Some((abs, wr, pkt)) = self.sq.next_packet() else {
+        let Some((_, wr, pkt)) = sq.next_packet() else {
             return TxOutcome::Idle;
         };
         let len = packet_len(wr.len, pkt, ctx.cfg.payload_mtu);
@@ -172,7 +192,6 @@ impl Qp {
         if !slot.window_allows(req.flight.nominal(len)) {
             return TxOutcome::Window;
         }
-        let _ = abs;
         self.send_data(now, planes, None, buf, ctx)
     }
 
@@ -186,32 +205,27 @@ impl Qp {
         ctx: &mut Ctx<'_>,
     ) -> TxOutcome {
         let cfg = ctx.cfg;
-        let (Some(req), Some(paths), Some(rtr)) =
-            (self.req.as_mut(), self.paths.as_mut(), self.rtr)
+        let Self {
+            conn: Some(c),
+            sq,
+            rng,
+            stats,
+            ..
+        } = self
         else {
             return TxOutcome::Idle;
         };
-        // MRC resends on another EV; a RoCE-like QP keeps its one path. With no other EV
-        // usable (one path, or every other plane down) the same EV beats never resending.
-        let avoid = retx.filter(|_| !req.gbn).map(|(_, e)| e.ev);
-        let mut ev = paths
-            .selector
-            .select(&mut paths.table, planes, avoid, &mut self.rng);
-        if ev.is_none() && avoid.is_some() {
-            ev = paths
-                .selector
-                .select(&mut paths.table, planes, None, &mut self.rng);
-        }
-        let Some(ev) = ev else {
+        let req = &mut c.req;
+        let Some(ev) = c.paths.select(planes, retx.map(|(_, e)| e.ev), rng) else {
             return TxOutcome::Blocked;
         };
         let (seq, abs, pkt) = if let Some((seq, e)) = retx {
             (seq, e.wr, e.pkt)
         } else {
-            let (abs, _, pkt) = self.sq.next_packet().expect("checked by the caller");
+            let (abs, _, pkt) = sq.next_packet().expect("checked by the caller");
             (req.flight.nxt(), abs, pkt)
         };
-        let wr = *self.sq.slot(abs);
+        let wr = *sq.slot(abs);
         let mtu = cfg.payload_mtu;
         let offset = u64::from(pkt) * u64::from(mtu);
         let len = packet_len(wr.len, pkt, mtu);
@@ -227,9 +241,9 @@ impl Qp {
         let rtx = retx.is_some();
         // Ask for a SACK when this is the last packet we can send for now (brief §4.2).
         let ack_req = rtx
-            || (last && abs + 1 == self.sq.tail())
-            || req.flight.nxt() + 1 - req.flight.una() >= u64::from(self.rts.map_or(0, |a| a.mpr));
-        let mut bth = frames::bth(opcode, rtr.dest_qpn.0, psn_of(req.sq_psn, seq));
+            || (last && abs + 1 == sq.tail())
+            || req.flight.nxt() + 1 - req.flight.una() >= u64::from(req.mpr);
+        let mut bth = frames::bth(opcode, c.peer.qpn.0, psn_of(req.sq_psn, seq));
         bth.ack_req = ack_req;
         bth.rtx = rtx;
         let body = Body::Write(WriteHeaders {
@@ -252,8 +266,8 @@ impl Qp {
         let dscp = cfg.wire.dscp.for_packet(opcode, rtx, true);
         let (repr, port) = frames::repr(
             cfg,
-            paths.table.ev(ev),
-            rtr.remote.addr,
+            c.paths.table.ev(ev),
+            c.peer.addr,
             dscp,
             Ecn::Ect0,
             bth,
@@ -263,10 +277,7 @@ impl Qp {
             debug_assert!(false, "poll_transmit buffer smaller than max_frame_len");
             return TxOutcome::Idle;
         };
-        if let Err(e) = self
-            .sq
-            .gather(abs, offset, &mut buf[layout.payload.clone()], ctx.mrs)
-        {
+        if let Err(e) = sq.gather(abs, offset, &mut buf[layout.payload.clone()], ctx.mrs) {
             let status = match e {
                 VerbsError::OutOfBounds => WcStatus::LocalLengthError,
                 _ => WcStatus::LocalProtectionError,
@@ -275,30 +286,27 @@ impl Qp {
             return TxOutcome::Idle;
         }
         layout.finish(buf, &cfg.wire);
-        let (Some(req), Some(paths)) = (self.req.as_mut(), self.paths.as_mut()) else {
-            return TxOutcome::Idle;
-        };
 
         // Commit. A first packet into an empty flight starts its timers; so does a
         // retransmission (its per-packet timeout may come before what is armed: after every
         // packet in flight was declared lost, only the long retry deadline is).
-        self.timers_dirty |= req.flight.is_empty() || retx.is_some();
-        if retx.is_some() {
+        let starts_timers = req.flight.is_empty() || rtx;
+        if let Some((seq, _)) = retx {
             req.flight.retransmit(now, seq, ev);
             // Go-back-N resends are counted as they leave (one rewind resends many).
-            self.stats.retransmits.rewind += u64::from(req.gbn);
+            stats.retransmits.rewind += u64::from(req.gbn);
         } else {
             req.flight.send_new(now, abs, pkt, len, ev);
-            self.sq.advance(seq);
+            sq.advance(seq);
             if pkt == 0 && wr.imm.is_some() {
                 req.imm_outstanding += 1;
             }
-            self.stats.data_packets_sent += 1;
-            self.stats.data_bytes_sent += u64::from(len);
+            stats.data_packets_sent += 1;
+            stats.data_bytes_sent += u64::from(len);
         }
         req.retry.arm(now);
         let nominal = req.flight.nominal(len);
-        let s = paths.table.stats_mut(ev);
+        let s = c.paths.table.stats_mut(ev);
         s.packets += 1;
         s.bytes += u64::from(len);
         s.retransmits += u64::from(rtx);
@@ -307,9 +315,12 @@ impl Qp {
             p.bytes_sent += u64::from(len);
             p.retransmits += u64::from(rtx);
         }
-        if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
+        if let Some(slot) = ctx.ccs.get_mut(req.cc) {
             slot.ctrl.on_packet_sent(now, nominal as u32);
             req.sync_cc(slot);
+        }
+        if starts_timers {
+            self.refresh_timers(ctx);
         }
         TxOutcome::Sent(Transmit {
             len: layout.len,
@@ -325,92 +336,72 @@ impl Qp {
         buf: &mut [u8],
         ctx: &mut Ctx<'_>,
     ) -> Option<Transmit> {
-        let cfg = ctx.cfg;
-        let (Some(paths), Some(rtr), Some(req)) =
-            (self.paths.as_mut(), self.rtr, self.req.as_ref())
+        let Self {
+            conn: Some(c),
+            stats,
+            qpn,
+            ..
+        } = self
         else {
             return None;
         };
-        let ev = paths.table.probe_due(now, planes)?;
+        let ev = c.paths.table.probe_due(now, planes)?;
         let peth = PethRepr {
             hdr_type: 0,
             next: 0,
             vendor_info: 0,
             probe_id: ev,
-            spdcid: self.qpn.0 as u16,
-            dpdcid: rtr.dest_qpn.0 as u16,
+            spdcid: qpn.0 as u16,
+            dpdcid: c.peer.qpn.0 as u16,
             tx_timestamp: timestamp_from_nanos(now.as_nanos()),
             tsr: false,
             format_type: TsethRepr::DEFAULT_FORMAT,
         };
-        let bth = frames::bth(
+        let psn = psn_of(c.req.sq_psn, c.req.flight.nxt());
+        let t = frames::emit_control(
+            ctx.cfg,
+            c.paths.table.ev(ev),
+            c.peer.addr,
             Opcode::Probe,
-            rtr.dest_qpn.0,
-            psn_of(req.sq_psn, req.flight.nxt()),
-        );
-        let dscp = cfg.wire.dscp.for_packet(Opcode::Probe, false, true);
-        let r = frames::repr(
-            cfg,
-            paths.table.ev(ev),
-            rtr.remote.addr,
-            dscp,
-            Ecn::NotEct,
-            bth,
+            c.peer.qpn.0,
+            psn,
             Body::Probe(peth),
-        );
-        let t = frames::emit_control(cfg, r, buf).ok()?;
-        paths.table.on_probe_sent(ev, now);
-        self.stats.probes_sent += 1;
-        self.timers_dirty = true;
+            buf,
+        )
+        .ok()?;
+        c.paths.table.on_probe_sent(ev, now);
+        stats.probes_sent += 1;
+        self.refresh_timers(ctx);
         Some(t)
     }
 
     /// Requester timers: probe answers overdue, RACK, per-packet timeouts, the retry budget.
-    pub(crate) fn requester_timeout(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
-        let (Some(req), Some(paths)) = (self.req.as_mut(), self.paths.as_mut()) else {
+    pub(super) fn requester_timeout(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+        let Self {
+            conn: Some(c),
+            stats,
+            rng,
+            ..
+        } = self
+        else {
             return;
         };
-        let failed = paths.table.on_probe_timeouts(now, req.probe_timeout());
-        self.stats.probes_failed += u64::from(failed);
-        req.lost.clear();
-        if !req.gbn {
-            let reo = req.reorder_window();
-            let lost = &mut req.lost;
-            let table = &paths.table;
-            req.flight
-                .detect_losses(now, reo, &|ev| table.path_srtt(ev), &mut |seq, e| {
-                    lost.push((seq, *e));
-                });
-            self.stats.retransmits.inferred += req.lost.len() as u64;
-            self.handle_losses(now, false, ctx);
-        }
-        let Some(req) = self.req.as_mut() else {
+        let timeout = c.req.probe_timeout();
+        let e = EvEvent::ProbesOverdue { timeout };
+        c.paths.react(e, now, rng, stats, ctx);
+        self.infer_losses(now, ctx);
+        self.time_out_packets(now, ctx);
+        let Self {
+            conn: Some(c),
+            stats,
+            ..
+        } = self
+        else {
             return;
         };
-        let pto = req.pto();
-        let Some(paths) = self.paths.as_ref() else {
-            return;
-        };
-        {
-            let path_pto = req.path_pto(&paths.table);
-            let lost = &mut req.lost;
-            req.flight
-                .on_pto(now, pto, &path_pto, &mut |seq, e| lost.push((seq, *e)));
-        }
-        if !req.lost.is_empty() {
-            if req.gbn {
-                let una = req.flight.una();
-                req.flight.rewind(una);
-            } else {
-                self.stats.retransmits.timeout += req.lost.len() as u64;
-            }
-            self.handle_losses(now, true, ctx);
-        }
-        let Some(req) = self.req.as_mut() else {
-            return;
-        };
+        let req = &mut c.req;
         if req.retry.deadline().is_some_and(|d| d <= now) {
-            self.stats.retry_timeouts += 1;
+            stats.retry_timeouts += 1;
             match req.retry.on_expiry(now) {
                 RetryVerdict::Exhausted => {
                     self.fail(WcStatus::RetryExceeded, None, ctx);
@@ -419,12 +410,104 @@ impl Qp {
                 RetryVerdict::Retry => {
                     if let Some(seq) = req.flight.oldest_in_flight() {
                         req.flight.mark_lost(seq);
-                        self.stats.retransmits.retry += 1;
+                        stats.retransmits.retry += 1;
                     }
                 }
             }
         }
-        if let Some(slot) = self.cc.and_then(|i| ctx.ccs.get_mut(i)) {
+        if let Some(slot) = ctx.ccs.get_mut(req.cc) {
+            req.sync_cc(slot);
+        }
+    }
+
+    /// RACK inference (brief §3.6, `reliability/loss.rs`), after a SACK and on the timer: the
+    /// losses go to the EV health table and congestion control. Go-back-N infers nothing.
+    pub(super) fn infer_losses(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+        let Self {
+            conn: Some(c),
+            stats,
+            ..
+        } = self
+        else {
+            return;
+        };
+        let req = &mut c.req;
+        req.lost.clear();
+        if req.gbn {
+            return;
+        }
+        let table = &c.paths.table;
+        req.loss.infer(
+            &mut req.flight,
+            now,
+            &|ev| table.path_srtt(ev),
+            &mut req.lost,
+        );
+        stats.retransmits.inferred += req.lost.len() as u64;
+        self.on_losses(now, false, ctx);
+    }
+
+    /// The per-packet path-failure timeout (brief §3.7): a go-back-N QP resends from its oldest
+    /// unacknowledged packet.
+    fn time_out_packets(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+        let Self {
+            conn: Some(c),
+            stats,
+            ..
+        } = self
+        else {
+            return;
+        };
+        let req = &mut c.req;
+        let table = &c.paths.table;
+        req.loss.time_out(
+            &mut req.flight,
+            now,
+            &|ev| table.path_srtt(ev),
+            &mut req.lost,
+        );
+        if req.lost.is_empty() {
+            return;
+        }
+        if req.gbn {
+            let una = req.flight.una();
+            req.flight.rewind(una);
+        } else {
+            stats.retransmits.timeout += req.lost.len() as u64;
+        }
+        self.on_losses(now, true, ctx);
+    }
+
+    /// Packets in `req.lost` were lost without a trim (inferred from holes, or `timeout`):
+    /// each is an event of its EV's health (`ev/health.rs`: brief §3.3, untrimmed loss is a
+    /// path failure) and a loss for congestion control.
+    fn on_losses(&mut self, now: Instant, timeout: bool, ctx: &mut Ctx<'_>) {
+        let Self {
+            conn: Some(c),
+            stats,
+            rng,
+            ..
+        } = self
+        else {
+            return;
+        };
+        let req = &mut c.req;
+        for &(_, e) in &req.lost {
+            let event = if timeout {
+                EvEvent::Timeout { ev: e.ev }
+            } else {
+                EvEvent::InferredLoss {
+                    ev: e.ev,
+                    first: e.tx_count == 1,
+                }
+            };
+            c.paths.react(event, now, rng, stats, ctx);
+            if let Some(slot) = ctx.ccs.get_mut(req.cc) {
+                slot.ctrl.on_loss(now, req.flight.nominal(e.len));
+            }
+        }
+        req.lost.clear();
+        if let Some(slot) = ctx.ccs.get_mut(req.cc) {
             req.sync_cc(slot);
         }
     }

@@ -6,9 +6,9 @@
 
 use mrc_srv6::wire::Ecn;
 
-use super::frames::{self, Transmit};
+use super::control::{Control, SackTrigger};
 use super::requester::VENDOR_REMOTE_ACCESS;
-use super::{Control, Qp, SackTrigger, TxOutcome};
+use super::{Qp, recv_completion};
 use crate::config::EndpointConfig;
 use crate::ctx::Ctx;
 use crate::reliability::psn::{psn_of, seq_of};
@@ -17,12 +17,10 @@ use crate::reliability::{
 };
 use crate::stats::DropReason;
 use crate::time::Instant;
-use crate::verbs::{
-    QpState, RemoteAccessError, RtrAttr, TransportMode, WcOpcode, WcStatus, WorkCompletion,
-};
+use crate::verbs::{QpState, RemoteAccessError, RtrAttr, TransportMode, WcStatus};
 use crate::wire::{
-    AethRepr, Body, CcStateRepr, Frame, MultipathVerdict, NackReason, NethRepr, Opcode, PethRepr,
-    SethRepr, Trimmed, WriteHeaders,
+    Body, CcStateRepr, Frame, MultipathVerdict, NackReason, PethRepr, SethRepr, Trimmed,
+    WriteHeaders,
 };
 
 /// The responder state of a QP in RTR or RTS.
@@ -43,7 +41,6 @@ pub(crate) struct Responder {
     ack_due: bool,
     /// Payload bytes received (CC_STATE `rcvd_bytes`).
     rcvd_bytes: u64,
-    mtu: u32,
 }
 
 impl Responder {
@@ -60,7 +57,6 @@ impl Responder {
             completed_msn: None,
             ack_due: false,
             rcvd_bytes: 0,
-            mtu: cfg.payload_mtu,
         }
     }
 
@@ -80,15 +76,26 @@ impl Responder {
     pub fn heap_bytes(&self) -> usize {
         self.tracker.heap_bytes() + self.imm.heap_bytes()
     }
+
+    pub fn rq_psn(&self) -> u32 {
+        self.rq_psn
+    }
+
+    /// The cumulative ACK: every sequence number below it arrived.
+    pub fn cack(&self) -> u64 {
+        self.tracker.cack()
+    }
 }
 
 impl Qp {
-    fn receiving(&self, ctx: &mut Ctx<'_>) -> bool {
-        if matches!(self.state, QpState::Rtr | QpState::Rts) {
-            true
-        } else {
-            ctx.drop_frame(DropReason::WrongState);
-            false
+    /// The responder of a QP in RTR or RTS; anything else drops what arrives.
+    fn receiving(&mut self, ctx: &mut Ctx<'_>) -> Option<&mut Responder> {
+        match (self.state, self.conn.as_mut()) {
+            (QpState::Rtr | QpState::Rts, Some(c)) => Some(&mut c.resp),
+            _ => {
+                ctx.drop_frame(DropReason::WrongState);
+                None
+            }
         }
     }
 
@@ -101,14 +108,10 @@ impl Qp {
         w: &WriteHeaders,
         ctx: &mut Ctx<'_>,
     ) {
-        if !self.receiving(ctx) {
-            return;
-        }
-        let Some(resp) = self.resp.as_mut() else {
+        let Some(resp) = self.receiving(ctx) else {
             return;
         };
         let bth = &frame.bth;
-        let tx_ts = w.tseth.map_or(0, |t| t.tx_timestamp);
         let Some(seq) = seq_of(resp.rq_psn, bth.psn, resp.tracker.cack()) else {
             ctx.drop_frame(DropReason::OutOfWindow);
             self.stats.out_of_window += 1;
@@ -118,46 +121,15 @@ impl Qp {
             seq,
             entropy: frame.entropy,
             verdict: MultipathVerdict::None,
-            tx_ts,
+            tx_ts: w.tseth.map_or(0, |t| t.tx_timestamp),
             plane: port,
             probe: false,
         };
-        match resp.tracker.classify(seq) {
-            Arrival::Duplicate => {
-                ctx.drop_frame(DropReason::Duplicate);
-                self.stats.duplicates += 1;
-                if bth.rtx {
-                    // The peer resent what we have: our SACKs on this plane are not getting
-                    // through (brief §3.9), try another reverse EV.
-                    if let Some(p) = self.paths.as_mut() {
-                        p.table.rotate_reverse(usize::from(port), &mut self.rng);
-                    }
-                }
-                self.queue_sack(trigger, ctx);
-                return;
-            }
-            Arrival::OutOfWindow => {
-                ctx.drop_frame(DropReason::OutOfWindow);
-                self.stats.out_of_window += 1;
-                self.queue_nack(bth.psn, NackReason::PsnOutOfWindow, 0, trigger, ctx);
-                return;
-            }
-            Arrival::New => {}
-        }
-        if resp.gbn && seq != resp.tracker.cack() {
-            // Go-back-N (RoCE-like): out-of-order packets are dropped and the expected PSN
-            // NAKed, once per gap.
-            self.stats.out_of_sequence += 1;
-            let expected = resp.tracker.cack();
-            if resp.naked != Some(expected) {
-                resp.naked = Some(expected);
-                let psn = psn_of(resp.rq_psn, expected);
-                self.queue_nack(psn, NackReason::PsnOutOfWindow, 0, trigger, ctx);
-            }
+        if !self.accept_new(seq, bth.psn, port, bth.rtx, trigger, ctx) {
             return;
         }
         let payload = frame.payload;
-        if payload.len() > resp.mtu as usize {
+        if payload.len() > ctx.cfg.payload_mtu as usize {
             ctx.drop_frame(DropReason::Oversize);
             return;
         }
@@ -172,16 +144,11 @@ impl Qp {
                 RemoteAccessError::NoAccess => DropReason::NoAccess,
             });
             self.stats.access_errors += 1;
-            self.queue_nack(
-                bth.psn,
-                NackReason::UnexpectedEvent,
-                VENDOR_REMOTE_ACCESS,
-                trigger,
-                ctx,
-            );
+            let reason = NackReason::UnexpectedEvent;
+            self.queue_nack(bth.psn, reason, VENDOR_REMOTE_ACCESS, trigger, ctx);
             return;
         }
-        let Some(resp) = self.resp.as_mut() else {
+        let Some(resp) = self.conn.as_mut().map(|c| &mut c.resp) else {
             return;
         };
         if let Some(imm) = w.immdt {
@@ -197,11 +164,8 @@ impl Qp {
             }
         }
         let ce = frame.ecn() == Ecn::Ce;
-        let ooo_before = resp.tracker.out_of_order();
-        let moved = resp
-            .tracker
-            .record(seq, w.meth.msn, bth.opcode.ends_message());
-        resp.rcvd_bytes += payload.len() as u64;
+        let (arrival, moved) =
+            resp.place(seq, w, bth.opcode.ends_message(), bth, ce, payload.len());
         self.stats.data_packets_received += 1;
         self.stats.data_bytes_placed += payload.len() as u64;
         self.stats.ecn_marked_received += u64::from(ce);
@@ -209,24 +173,6 @@ impl Qp {
             p.packets_received += 1;
             p.bytes_received += payload.len() as u64;
         }
-        if moved > 0
-            && let Some((msn, ends)) = resp.tracker.last_acked_packet()
-        {
-            let done = if ends { msn } else { msn.wrapping_sub(1) };
-            if resp.completed_msn != Some(done) {
-                resp.completed_msn = Some(done);
-                resp.ack_due = true;
-            }
-        }
-        let arrival = DataArrival {
-            bytes: payload.len() as u32,
-            ecn_ce: ce,
-            retransmission: bth.rtx,
-            ack_req: bth.ack_req,
-            duplicate: false,
-            new_hole: ooo_before == 0 && resp.tracker.out_of_order() > 0,
-            filled_hole: moved > 1,
-        };
         let trigger = SackTrigger {
             verdict: if ce {
                 MultipathVerdict::SkipOnce
@@ -242,12 +188,76 @@ impl Qp {
                 // Only a new (or earlier) SACK deadline needs the endpoint to look again.
                 if resp.due.is_none_or(|d| t < d) {
                     resp.due = Some(t);
-                    self.timers_dirty = true;
+                    self.refresh_timers(ctx);
                 }
             }
         }
         if moved > 0 {
             self.deliver_immediates(ctx);
+        }
+    }
+
+    /// Whether the Write packet `seq` is new (brief §4.1): a duplicate is SACKed again (and,
+    /// if the peer resent it, our SACKs on that plane are not getting through: brief §3.9,
+    /// another reverse EV); one beyond the window is NACKed; go-back-N takes only the expected
+    /// one and NAKs the gap once.
+    fn accept_new(
+        &mut self,
+        seq: u64,
+        psn: u32,
+        port: u8,
+        rtx: bool,
+        trigger: SackTrigger,
+        ctx: &mut Ctx<'_>,
+    ) -> bool {
+        let Self {
+            conn: Some(c),
+            stats,
+            rng,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        let resp = &mut c.resp;
+        match resp.tracker.classify(seq) {
+            Arrival::Duplicate => {
+                ctx.drop_frame(DropReason::Duplicate);
+                stats.duplicates += 1;
+                if rtx {
+                    c.paths.table.rotate_reverse(usize::from(port), rng);
+                }
+                self.queue_sack(trigger, ctx);
+                return false;
+            }
+            Arrival::OutOfWindow => {
+                ctx.drop_frame(DropReason::OutOfWindow);
+                stats.out_of_window += 1;
+                self.queue_nack(psn, NackReason::PsnOutOfWindow, 0, trigger, ctx);
+                return false;
+            }
+            Arrival::New => {}
+        }
+        if resp.gbn && seq != resp.tracker.cack() {
+            // Go-back-N (RoCE-like): out-of-order packets are dropped and the expected PSN
+            // NAKed, once per gap.
+            stats.out_of_sequence += 1;
+            self.nak_gap(trigger, ctx);
+            return false;
+        }
+        true
+    }
+
+    /// Go-back-N: NAK the expected PSN, once per gap.
+    fn nak_gap(&mut self, trigger: SackTrigger, ctx: &mut Ctx<'_>) {
+        let Some(resp) = self.conn.as_mut().map(|c| &mut c.resp) else {
+            return;
+        };
+        let expected = resp.tracker.cack();
+        if resp.naked != Some(expected) {
+            resp.naked = Some(expected);
+            let psn = psn_of(resp.rq_psn, expected);
+            self.queue_nack(psn, NackReason::PsnOutOfWindow, 0, trigger, ctx);
         }
     }
 
@@ -259,10 +269,7 @@ impl Qp {
         how: Trimmed,
         ctx: &mut Ctx<'_>,
     ) {
-        if !self.receiving(ctx) {
-            return;
-        }
-        let Some(resp) = self.resp.as_mut() else {
+        let Some(resp) = self.receiving(ctx) else {
             return;
         };
         if !frame.bth.opcode.is_write() {
@@ -273,11 +280,12 @@ impl Qp {
             ctx.drop_frame(DropReason::OutOfWindow);
             return;
         };
+        let (arrival, gbn) = (resp.tracker.classify(seq), resp.gbn);
         self.stats.trimmed_received += 1;
         if let Some(p) = ctx.plane(port) {
             p.trims += 1;
         }
-        match resp.tracker.classify(seq) {
+        match arrival {
             Arrival::Duplicate => {
                 ctx.drop_frame(DropReason::Duplicate);
                 return;
@@ -300,13 +308,8 @@ impl Qp {
             plane: port,
             probe: false,
         };
-        if resp.gbn {
-            let expected = resp.tracker.cack();
-            if resp.naked != Some(expected) {
-                resp.naked = Some(expected);
-                let psn = psn_of(resp.rq_psn, expected);
-                self.queue_nack(psn, NackReason::PsnOutOfWindow, 0, trigger, ctx);
-            }
+        if gbn {
+            self.nak_gap(trigger, ctx);
             return;
         }
         let reason = match how {
@@ -324,13 +327,9 @@ impl Qp {
         peth: &PethRepr,
         ctx: &mut Ctx<'_>,
     ) {
-        if !self.receiving(ctx) {
-            return;
-        }
-        let Some(resp) = self.resp.as_ref() else {
+        let Some(resp) = self.receiving(ctx) else {
             return;
         };
-        self.stats.probes_answered += 1;
         let trigger = SackTrigger {
             seq: resp.tracker.cack(),
             entropy: frame.entropy,
@@ -343,28 +342,25 @@ impl Qp {
             plane: port,
             probe: true,
         };
+        self.stats.probes_answered += 1;
         self.queue_sack(trigger, ctx);
     }
 
     /// Queue a SACK now (and the transport ACK if messages completed since the last one).
     pub(crate) fn queue_sack(&mut self, trigger: SackTrigger, ctx: &mut Ctx<'_>) {
-        let Some(resp) = self.resp.as_mut() else {
+        let Some(c) = self.conn.as_mut() else {
             return;
         };
+        let resp = &mut c.resp;
         resp.policy.on_sack_sent();
         resp.pending = None;
         resp.due = None;
         let ack = resp.ack_due.then_some(resp.completed_msn).flatten();
         resp.ack_due = false;
-        self.push_control(Control::Sack(trigger), ctx);
+        c.ctrl.push(Control::Sack(trigger), ctx);
         if let Some(msn) = ack {
-            self.push_control(
-                Control::Ack {
-                    msn,
-                    plane: trigger.plane,
-                },
-                ctx,
-            );
+            let plane = trigger.plane;
+            c.ctrl.push(Control::Ack { msn, plane }, ctx);
         }
     }
 
@@ -376,34 +372,25 @@ impl Qp {
         t: SackTrigger,
         ctx: &mut Ctx<'_>,
     ) {
-        let n = &mut self.stats.nacks_sent;
-        match reason {
-            NackReason::Trimmed => n.trimmed += 1,
-            NackReason::TrimmedLastHop => n.trimmed_last_hop += 1,
-            NackReason::PsnOutOfWindow => n.out_of_window += 1,
-            NackReason::UnexpectedEvent => n.unexpected += 1,
-            NackReason::NoBitmap | NackReason::NoPktBuffer | NackReason::NoResource => {
-                n.resource += 1;
-            }
-            NackReason::Unknown(_) => n.other += 1,
-        }
-        self.push_control(
-            Control::Nack {
-                psn,
-                reason,
-                vendor_info,
-                entropy: t.entropy,
-                tx_ts: t.tx_ts,
-                plane: t.plane,
-            },
-            ctx,
-        );
+        self.stats.nacks_sent.count(reason);
+        let Some(c) = self.conn.as_mut() else {
+            return;
+        };
+        let nack = Control::Nack {
+            psn,
+            reason,
+            vendor_info,
+            entropy: t.entropy,
+            tx_ts: t.tx_ts,
+            plane: t.plane,
+        };
+        c.ctrl.push(nack, ctx);
     }
 
     /// Deliver, in RQMSN order, the immediates whose messages (and all before) are complete
     /// and for which a receive is posted.
     pub(crate) fn deliver_immediates(&mut self, ctx: &mut Ctx<'_>) {
-        let Some(resp) = self.resp.as_mut() else {
+        let Some(resp) = self.conn.as_mut().map(|c| &mut c.resp) else {
             return;
         };
         while !self.rq.is_empty() {
@@ -415,123 +402,52 @@ impl Qp {
                 break;
             };
             self.stats.imm_delivered += 1;
-            ctx.complete(
-                self.attr.recv_cq,
-                WorkCompletion {
-                    wr_id,
-                    status: WcStatus::Success,
-                    opcode: WcOpcode::RecvRdmaWithImm,
-                    qpn: self.qpn,
-                    byte_len: p.len,
-                    imm_data: Some(p.imm),
-                },
-            );
+            let wc = recv_completion(self.qpn, wr_id, WcStatus::Success, p.len, Some(p.imm));
+            ctx.complete(self.attr.recv_cq, wc);
         }
     }
+}
 
-    /// The next control packet of this QP, on the reverse EV of its plane (brief §3.9).
-    pub(crate) fn poll_control(
+impl Responder {
+    /// Record a new Write packet placed (brief §4.1): what the SACK policy sees of it, and how
+    /// far the cumulative ACK moved. A message completed since the last ACK is reported by the
+    /// next one (brief §2.13).
+    fn place(
         &mut self,
-        ready: u32,
-        buf: &mut [u8],
-        ctx: &mut Ctx<'_>,
-    ) -> TxOutcome {
-        let Some(&c) = self.ctrl.front() else {
-            return TxOutcome::Idle;
-        };
-        let (Some(rtr), Some(paths)) = (self.rtr, self.paths.as_mut()) else {
-            self.ctrl.clear();
-            return TxOutcome::Idle;
-        };
-        let planes = ready & ctx.ports_up & self.remote_up;
-        let wanted = match c {
-            Control::Sack(t) => t.plane,
-            Control::Nack { plane, .. } | Control::Ack { plane, .. } => plane,
-        };
-        let mut ev = None;
-        if planes & (1 << wanted) != 0 {
-            ev = paths.table.reverse(usize::from(wanted), &mut self.rng);
-        }
-        let mut rest = planes & !(1 << wanted);
-        while ev.is_none() && rest != 0 {
-            let p = rest.trailing_zeros();
-            rest &= rest - 1;
-            ev = paths.table.reverse(p as usize, &mut self.rng);
-        }
-        let Some(ev) = ev else {
-            return TxOutcome::Blocked;
-        };
-        let cfg = ctx.cfg;
-        let resp = self.resp.as_ref();
-        let cack = resp.map_or(0, |r| r.tracker.cack());
-        let cack_psn = resp.map_or(0, |r| psn_of(r.rq_psn, cack));
-        let (opcode, psn, body) = match c {
-            Control::Sack(t) => {
-                let Some(resp) = resp else {
-                    self.ctrl.pop_front();
-                    return TxOutcome::Idle;
-                };
-                (
-                    Opcode::Sack,
-                    cack_psn,
-                    sack_body(resp, &t, self.qpn.0, rtr.dest_qpn.0),
-                )
+        seq: u64,
+        w: &WriteHeaders,
+        ends_message: bool,
+        bth: &crate::wire::BthRepr,
+        ce: bool,
+        bytes: usize,
+    ) -> (DataArrival, u64) {
+        let ooo_before = self.tracker.out_of_order();
+        let moved = self.tracker.record(seq, w.meth.msn, ends_message);
+        self.rcvd_bytes += bytes as u64;
+        if moved > 0
+            && let Some((msn, ends)) = self.tracker.last_acked_packet()
+        {
+            let done = if ends { msn } else { msn.wrapping_sub(1) };
+            if self.completed_msn != Some(done) {
+                self.completed_msn = Some(done);
+                self.ack_due = true;
             }
-            Control::Nack {
-                psn,
-                reason,
-                vendor_info,
-                entropy,
-                tx_ts,
-                ..
-            } => (
-                Opcode::Nack,
-                psn,
-                Body::Nack(NethRepr {
-                    hdr_type: 0,
-                    next: 0,
-                    reason,
-                    vendor_info,
-                    entropy,
-                    spdcid: self.qpn.0 as u16,
-                    dpdcid: rtr.dest_qpn.0 as u16,
-                    nack_psn: psn,
-                    cc_type: 0,
-                    cc_flags: 0,
-                    tx_timestamp: tx_ts,
-                }),
-            ),
-            Control::Ack { msn, .. } => (
-                Opcode::Ack,
-                cack_psn,
-                Body::Ack(AethRepr::ack(u32::from(msn))),
-            ),
-        };
-        let bth = frames::bth(opcode, rtr.dest_qpn.0, psn);
-        let dscp = cfg.wire.dscp.for_packet(opcode, false, true);
-        let r = frames::repr(
-            cfg,
-            paths.table.ev(ev),
-            rtr.remote.addr,
-            dscp,
-            Ecn::NotEct,
-            bth,
-            body,
-        );
-        let Ok(t) = frames::emit_control(cfg, r, buf) else {
-            debug_assert!(false, "poll_transmit buffer smaller than max_frame_len");
-            return TxOutcome::Idle;
-        };
-        self.ctrl.pop_front();
-        match c {
-            Control::Sack(_) => self.stats.sacks_sent += 1,
-            Control::Ack { .. } => self.stats.acks_sent += 1,
-            Control::Nack { .. } => {}
         }
-        TxOutcome::Sent(Transmit {
-            len: t.len,
-            port: t.port,
-        })
+        let arrival = DataArrival {
+            bytes: bytes as u32,
+            ecn_ce: ce,
+            retransmission: bth.rtx,
+            ack_req: bth.ack_req,
+            duplicate: false,
+            new_hole: ooo_before == 0 && self.tracker.out_of_order() > 0,
+            filled_hole: moved > 1,
+        };
+        (arrival, moved)
+    }
+
+    /// The SETH + CC_STATE of a SACK triggered by `t` (brief §2.9).
+    pub fn sack_body(&self, t: &SackTrigger, spdcid: u32, dpdcid: u32) -> Body {
+        sack_body(self, t, spdcid, dpdcid)
     }
 }
 

@@ -1,0 +1,184 @@
+//! EV health in one table (brief §3.3): every event the responder's feedback, the requester's
+//! loss rules, the timers or the ports report about a path, and what it does to the EV, in
+//! [`Paths::react`]. The per-EV and per-plane counters of the event are kept here too.
+//!
+//! A RoCE-like QP (go-back-N, one path) has no path health: its events are counted and reach
+//! congestion control elsewhere, but never change an EV's state.
+
+use super::{EvId, Paths, Retire};
+use crate::ctx::Ctx;
+use crate::event::Event;
+use crate::rng::Rng;
+use crate::stats::QpStats;
+use crate::time::{Duration, Instant};
+
+/// What happened to an EV (or to every EV of a plane).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EvEvent {
+    /// A SACK acknowledged a packet sent on `ev` at `sent_at`; `first`: its first transmission
+    /// (an RTT sample); `clean`: the SACK carried no congestion mark for it.
+    Delivered {
+        ev: EvId,
+        sent_at: Instant,
+        first: bool,
+        clean: bool,
+    },
+    /// A transport ACK completed a message with a packet sent on `ev`.
+    DeliveredByAck { ev: EvId },
+    /// A SACK echoed `ev` with M = SKIP_ONCE: its forward path was ECN-marked.
+    EcnEcho { ev: EvId },
+    /// A SACK echoed `ev` with M = ALWAYS_SKIP: the responder judges it persistently bad.
+    AlwaysSkip { ev: EvId },
+    /// NACK TRIMMED: a switch on `ev`'s path trimmed the packet.
+    Trimmed { ev: EvId },
+    /// NACK TRIMMED_LASTHOP: the destination's last hop trimmed it.
+    TrimmedLastHop { ev: EvId },
+    /// Another retriable NACK naming `ev` (out of window, no resource...).
+    Nacked { ev: EvId },
+    /// A packet on `ev` was inferred lost from SACK holes (`first`: a first transmission).
+    InferredLoss { ev: EvId, first: bool },
+    /// A packet on `ev` outlived its per-packet path-failure timeout.
+    Timeout { ev: EvId },
+    /// A SACK answered (PR) the probe on `ev`.
+    ProbeAnswered { ev: EvId },
+    /// Probes unanswered for `timeout` failed.
+    ProbesOverdue { timeout: Duration },
+    /// The peer's port of `plane` was reported down and no update said it came back before
+    /// its recheck.
+    PeerPortUnconfirmed { plane: u8 },
+}
+
+impl Paths {
+    /// What `event` does to the EV it names (brief §3.3's table, each arm with its section).
+    pub(crate) fn react(
+        &mut self,
+        event: EvEvent,
+        now: Instant,
+        rng: &mut Rng,
+        stats: &mut QpStats,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let health = !self.gbn;
+        match event {
+            // §3.6, §3.7: the path works, whatever was inferred before; a first transmission
+            // is an RTT sample of it (Karn). The selector recycles clean EVs first (§8.2).
+            EvEvent::Delivered {
+                ev,
+                sent_at,
+                first,
+                clean,
+            } => {
+                self.table.on_delivered(ev, sent_at, first);
+                self.selector.on_delivered(ev, clean);
+            }
+            // §2.13: a message completion says nothing of timing or of one path's health.
+            EvEvent::DeliveredByAck { ev } => self.table.stats_mut(ev).delivered += 1,
+            // §3.3: SKIP_ONCE → SKIP for the rest of the rotation (§3.2 ends it).
+            EvEvent::EcnEcho { ev } => {
+                self.table.stats_mut(ev).ecn += 1;
+                stats.ecn_echoes += 1;
+                if let Some(p) = ctx.plane(self.table.ev(ev).plane) {
+                    p.ecn += 1;
+                }
+                if health {
+                    self.table.skip(ev);
+                }
+            }
+            // §3.3: ALWAYS_SKIP → ASSUMED_BAD (the responder's verdict, not a loss: no remap).
+            EvEvent::AlwaysSkip { ev } => {
+                if health {
+                    let _: Retire = self.table.retire(ev, now);
+                }
+            }
+            // §3.3, §5.3: a trim in the fabric → SKIP; the packet is resent elsewhere (§2.10).
+            EvEvent::Trimmed { ev } => {
+                self.count_nack(ev, true, ctx);
+                if health {
+                    self.table.skip(ev);
+                }
+            }
+            // §3.3, §4.3: a last-hop trim is incast at the destination, not the path's fault.
+            EvEvent::TrimmedLastHop { ev } => self.count_nack(ev, true, ctx),
+            // §2.10: other NACKs are about the responder, not the path.
+            EvEvent::Nacked { ev } => self.count_nack(ev, false, ctx),
+            // §3.6, §3.7: a hole may be reordering; only repeated first transmissions lost on
+            // the EV with nothing delivered between are a silent loss, a path failure.
+            EvEvent::InferredLoss { ev, first } => {
+                if let Some(p) = ctx.plane(self.plane_of(ev)) {
+                    p.inferred_losses += 1;
+                }
+                if self.table.on_inferred_loss(ev, first) && health {
+                    self.path_failure(ev, now, rng, stats, ctx);
+                }
+            }
+            // §3.3, §3.7: a timeout with no SACK and no trim is the strongest evidence: the EV
+            // fails at once.
+            EvEvent::Timeout { ev } => {
+                self.table.stats_mut(ev).timeouts += 1;
+                stats.timeouts += 1;
+                if let Some(p) = ctx.plane(self.plane_of(ev)) {
+                    p.timeouts += 1;
+                }
+                if health {
+                    self.path_failure(ev, now, rng, stats, ctx);
+                }
+            }
+            // §2.11, §3.3: enough answered probes in a row bring a retired EV back as GOOD.
+            EvEvent::ProbeAnswered { ev } => {
+                if self.table.probe_outstanding(ev) {
+                    stats.probes_ok += 1;
+                    self.table.on_probe_answer(ev, now);
+                }
+            }
+            // §3.3 [I]: an unanswered probe starts the count over and backs off.
+            EvEvent::ProbesOverdue { timeout } => {
+                let failed = self.table.on_probe_timeouts(now, timeout);
+                stats.probes_failed += u64::from(failed);
+            }
+            // §3.10: a plane nobody vouches for carries probes, not data, until they are
+            // answered (whatever the floor).
+            EvEvent::PeerPortUnconfirmed { plane } => {
+                self.table.retire_plane(usize::from(plane), now);
+            }
+        }
+    }
+
+    fn plane_of(&self, ev: EvId) -> u8 {
+        self.table.get(ev).map_or(0, |e| e.plane)
+    }
+
+    fn count_nack(&mut self, ev: EvId, trim: bool, ctx: &mut Ctx<'_>) {
+        let s = self.table.stats_mut(ev);
+        if trim {
+            s.trims += 1;
+        } else {
+            s.nacks += 1;
+        }
+        if let Some(p) = ctx.plane(self.table.ev(ev).plane) {
+            p.trims += u64::from(trim);
+            p.nacks += u64::from(!trim);
+        }
+    }
+
+    /// A silent loss on `ev` (§3.3): in ECMP mode first ask whether it completes a burst, a
+    /// remap of the fabric's hashing (§8.2: every EV is drawn again); otherwise retire the EV
+    /// (ASSUMED_BAD, replaced from its plane's backups, §3.1's floor held).
+    fn path_failure(
+        &mut self,
+        ev: EvId,
+        now: Instant,
+        rng: &mut Rng,
+        stats: &mut QpStats,
+        ctx: &mut Ctx<'_>,
+    ) {
+        if let Some(remap) = self.remap.as_mut()
+            && remap.on_failure(now, ev)
+        {
+            self.table.rerandomize(rng);
+            stats.remaps += 1;
+            ctx.events.push(Event::EcmpRemap { qpn: self.qpn });
+            return;
+        }
+        let _: Retire = self.table.retire(ev, now);
+    }
+}

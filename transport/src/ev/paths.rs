@@ -1,0 +1,114 @@
+//! The paths of one connected QP: its EV table, the selector that picks among them per packet,
+//! ECMP mode's remap detector, and the reverse EVs its control packets leave on (brief §3.1,
+//! §3.2, §3.9, §8.2). Built when the QP enters RTR; what happens to an EV's health is
+//! [`Paths::react`] (`health.rs`).
+
+use super::{EvId, EvSelector, EvTable, RemapDetector, build_selector};
+use crate::config::{EndpointConfig, PathMode, SelectorKind};
+use crate::rng::Rng;
+use crate::verbs::{InitAttr, Qpn, RtrAttr, TransportMode, VerbsError};
+
+/// The EVs of a QP and how it picks among them.
+#[derive(Debug)]
+pub(crate) struct Paths {
+    pub table: EvTable,
+    pub selector: Box<dyn EvSelector>,
+    /// ECMP mode only.
+    pub remap: Option<RemapDetector>,
+    /// RoCE-like (go-back-N) QP: one path and no path health; feedback reaches congestion
+    /// control only.
+    pub gbn: bool,
+    /// The QP they belong to (named in the events they raise).
+    pub qpn: Qpn,
+}
+
+impl Paths {
+    /// The paths of QP `qpn` towards the peer `a` names: from the plan in SRv6 mode, drawn at
+    /// random in ECMP mode (brief §3.1).
+    pub fn new(
+        qpn: Qpn,
+        init: &InitAttr,
+        a: &RtrAttr,
+        cfg: &EndpointConfig,
+        rng: &mut Rng,
+    ) -> Result<Self, VerbsError> {
+        let profile = &cfg.ev_profiles[usize::from(init.ev_profile)];
+        let planes = cfg.ports.len() as u8;
+        let order = cfg.wire.entropy_order;
+        let (table, ecmp) = match &cfg.path_mode {
+            PathMode::Srv6 { paths, host } => {
+                let dst = a.remote.host.ok_or(VerbsError::InvalidAttr(
+                    "SRv6 mode needs the remote plan host",
+                ))?;
+                let t = EvTable::srv6(
+                    profile,
+                    &cfg.timers,
+                    planes,
+                    &**paths,
+                    *host,
+                    dst,
+                    order,
+                    rng,
+                );
+                (t, false)
+            }
+            PathMode::Ecmp => (
+                EvTable::ecmp(profile, &cfg.timers, planes, order, rng),
+                true,
+            ),
+        };
+        if table.is_empty() {
+            return Err(VerbsError::InvalidAttr("no path towards the remote host"));
+        }
+        let gbn = init.mode == TransportMode::RoceLike;
+        let kind = if gbn {
+            SelectorKind::SinglePath
+        } else {
+            profile.selector
+        };
+        let selector = build_selector(kind, ecmp, &table, profile.reshuffle_rounds);
+        Ok(Self {
+            table,
+            selector,
+            remap: ecmp.then(|| RemapDetector::new(profile.remap_burst, profile.remap_window)),
+            gbn,
+            qpn,
+        })
+    }
+
+    /// The EV a feedback packet's echoed entropy names, if it is one of ours.
+    #[inline]
+    pub fn lookup(&self, entropy: u32) -> Option<EvId> {
+        self.table.lookup(entropy)
+    }
+
+    /// The EV of a packet leaving now on one of `planes`; a retransmission `avoid`s the EV it
+    /// was lost on (MRC resends elsewhere, brief §3.4), unless no other is usable: the same EV
+    /// beats never resending.
+    pub fn select(&mut self, planes: u32, avoid: Option<EvId>, rng: &mut Rng) -> Option<EvId> {
+        let avoid = avoid.filter(|_| !self.gbn);
+        let ev = self.selector.select(&mut self.table, planes, avoid, rng);
+        if ev.is_none() && avoid.is_some() {
+            return self.selector.select(&mut self.table, planes, None, rng);
+        }
+        ev
+    }
+
+    /// The reverse EV a control packet leaves on (brief §3.9): through `preferred` (the plane
+    /// its trigger arrived on) when it is in `planes`, else through the first of `planes` that
+    /// has one.
+    pub fn reverse_ev(&mut self, planes: u32, preferred: u8, rng: &mut Rng) -> Option<EvId> {
+        let bit = 1u32.checked_shl(u32::from(preferred)).unwrap_or(0);
+        let mut ev = None;
+        if planes & bit != 0 {
+            ev = self.table.reverse(usize::from(preferred), rng);
+        }
+        let mut rest = planes & !bit;
+        while ev.is_none() && rest != 0 {
+            let p = rest.trailing_zeros();
+            rest &= rest - 1;
+            ev = self.table.reverse(p as usize, rng);
+        }
+        ev
+    }
+}
