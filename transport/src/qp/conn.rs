@@ -4,13 +4,13 @@
 
 use core::net::Ipv6Addr;
 
+use super::check_mpr;
 use super::control::ControlQueue;
 use super::frames;
 use super::requester::Requester;
 use super::responder::Responder;
 use super::timers::{Timer, TimerTable};
 use crate::cc::{self, PathFacts};
-use crate::config::EndpointConfig;
 use crate::ctx::{CcTable, Ctx};
 use crate::ev::Paths;
 use crate::rng::Rng;
@@ -135,13 +135,4 @@ impl Connection {
             + self.req.heap_bytes()
             + self.resp.heap_bytes()
     }
-}
-
-pub(super) fn check_mpr(mpr: u32, cfg: &EndpointConfig) -> Result<(), VerbsError> {
-    if mpr < 64 || !mpr.is_multiple_of(64) || mpr > cfg.limits.max_mpr {
-        return Err(VerbsError::InvalidAttr(
-            "MPR must be a multiple of 64 within the limit",
-        ));
-    }
-    Ok(())
 }

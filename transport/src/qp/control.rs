@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use super::frames::{self, Transmit};
-use super::{Qp, TxOutcome};
+use super::{Parts, Qp, TxOutcome};
 use crate::ctx::Ctx;
 use crate::reliability::psn::psn_of;
 use crate::wire::{AethRepr, Body, MultipathVerdict, NackReason, NethRepr, Opcode};
@@ -97,13 +97,9 @@ impl Qp {
         ctx: &mut Ctx<'_>,
     ) -> TxOutcome {
         let planes = self.planes(ready, ctx);
-        let Self {
-            conn: Some(c),
-            stats,
-            rng,
-            qpn,
-            ..
-        } = self
+        let Some(Parts {
+            c, stats, rng, qpn, ..
+        }) = self.parts()
         else {
             return TxOutcome::Idle;
         };

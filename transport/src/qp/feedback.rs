@@ -6,7 +6,7 @@
 //! (`reliability/`).
 
 use super::requester::{MAX_RTT_SAMPLE, Requester, VENDOR_REMOTE_ACCESS};
-use super::{Qp, send_completion};
+use super::{Parts, Qp, send_completion};
 use crate::cc::{AckSample, NackCause, NackSample};
 use crate::ctx::Ctx;
 use crate::ev::{EvEvent, EvId};
@@ -43,13 +43,7 @@ impl Qp {
     }
 
     fn sack(&mut self, now: Instant, seth: &SethRepr, ccs: &CcStateRepr, ctx: &mut Ctx<'_>) {
-        let Self {
-            conn: Some(c),
-            stats,
-            rng,
-            ..
-        } = self
-        else {
+        let Some(Parts { c, stats, rng, .. }) = self.parts() else {
             return;
         };
         let Some(range) = c.req.sack_range(seth) else {
@@ -90,13 +84,7 @@ impl Qp {
     }
 
     fn nack(&mut self, now: Instant, neth: &NethRepr, ctx: &mut Ctx<'_>) {
-        let Self {
-            conn: Some(c),
-            stats,
-            rng,
-            ..
-        } = self
-        else {
+        let Some(Parts { c, stats, rng, .. }) = self.parts() else {
             return;
         };
         let Some((seq, wr)) = c.req.nacked_packet(neth, ctx) else {
@@ -151,13 +139,7 @@ impl Qp {
             end = Some(wr.end_seq());
             abs += 1;
         }
-        let Self {
-            conn: Some(c),
-            stats,
-            rng,
-            ..
-        } = self
-        else {
+        let Some(Parts { c, stats, rng, .. }) = self.parts() else {
             return;
         };
         let Some(end) = end else {

@@ -23,6 +23,7 @@ pub use frames::Transmit;
 pub(crate) use frames::max_frame_len;
 use sendq::{RecvQueue, SendQueue};
 
+use crate::config::EndpointConfig;
 use crate::ctx::Ctx;
 use crate::ev::{EvEvent, EvState, Paths};
 use crate::event::Event;
@@ -74,6 +75,16 @@ pub(crate) struct Qp {
     pub sched: Sched,
 }
 
+/// A connected QP borrowed apart: its connection and the pieces of the verbs part the
+/// datapath uses with it.
+pub(super) struct Parts<'a> {
+    pub c: &'a mut Connection,
+    pub sq: &'a mut SendQueue,
+    pub stats: &'a mut QpStats,
+    pub rng: &'a mut Rng,
+    pub qpn: Qpn,
+}
+
 impl Qp {
     pub fn new(qpn: Qpn, attr: QpInitAttr, rng: Rng) -> Self {
         Self {
@@ -101,6 +112,28 @@ impl Qp {
             rtr: self.rtr,
             rts: self.rts,
         }
+    }
+
+    /// The connection and what the datapath uses with it, from RTR until RESET.
+    fn parts(&mut self) -> Option<Parts<'_>> {
+        let Self {
+            conn: Some(c),
+            sq,
+            stats,
+            rng,
+            qpn,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        Some(Parts {
+            c,
+            sq,
+            stats,
+            rng,
+            qpn: *qpn,
+        })
     }
 
     /// The paths, from RTR until RESET.
@@ -411,6 +444,16 @@ impl Qp {
             + self.rq.heap_bytes()
             + self.conn.as_ref().map_or(0, Connection::heap_bytes)
     }
+}
+
+/// MPR (the PSN window, brief §3.5): a multiple of 64 within the endpoint's limit.
+fn check_mpr(mpr: u32, cfg: &EndpointConfig) -> Result<(), VerbsError> {
+    if mpr < 64 || !mpr.is_multiple_of(64) || mpr > cfg.limits.max_mpr {
+        return Err(VerbsError::InvalidAttr(
+            "MPR must be a multiple of 64 within the limit",
+        ));
+    }
+    Ok(())
 }
 
 /// The completion of a send work request.

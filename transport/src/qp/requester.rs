@@ -6,9 +6,9 @@
 
 use mrc_srv6::wire::Ecn;
 
-use super::conn::check_mpr;
+use super::check_mpr;
 use super::frames::{self, Transmit};
-use super::{Qp, TxOutcome};
+use super::{Parts, Qp, TxOutcome};
 use crate::config::EndpointConfig;
 use crate::ctx::{CcSlot, Ctx};
 use crate::ev::{EvEvent, EvTable};
@@ -156,10 +156,7 @@ impl Qp {
         if let Some(t) = self.send_probe(now, planes, buf, ctx) {
             return TxOutcome::Sent(t);
         }
-        let Self {
-            conn: Some(c), sq, ..
-        } = self
-        else {
+        let Some(Parts { c, sq, .. }) = self.parts() else {
             return TxOutcome::Idle;
         };
         let req = &mut c.req;
@@ -205,13 +202,9 @@ impl Qp {
         ctx: &mut Ctx<'_>,
     ) -> TxOutcome {
         let cfg = ctx.cfg;
-        let Self {
-            conn: Some(c),
-            sq,
-            rng,
-            stats,
-            ..
-        } = self
+        let Some(Parts {
+            c, sq, rng, stats, ..
+        }) = self.parts()
         else {
             return TxOutcome::Idle;
         };
@@ -336,15 +329,7 @@ impl Qp {
         buf: &mut [u8],
         ctx: &mut Ctx<'_>,
     ) -> Option<Transmit> {
-        let Self {
-            conn: Some(c),
-            stats,
-            qpn,
-            ..
-        } = self
-        else {
-            return None;
-        };
+        let Parts { c, stats, qpn, .. } = self.parts()?;
         let ev = c.paths.table.probe_due(now, planes)?;
         let peth = PethRepr {
             hdr_type: 0,
@@ -377,13 +362,7 @@ impl Qp {
 
     /// Requester timers: probe answers overdue, RACK, per-packet timeouts, the retry budget.
     pub(super) fn requester_timeout(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
-        let Self {
-            conn: Some(c),
-            stats,
-            rng,
-            ..
-        } = self
-        else {
+        let Some(Parts { c, stats, rng, .. }) = self.parts() else {
             return;
         };
         let timeout = c.req.probe_timeout();
@@ -391,12 +370,7 @@ impl Qp {
         c.paths.react(e, now, rng, stats, ctx);
         self.infer_losses(now, ctx);
         self.time_out_packets(now, ctx);
-        let Self {
-            conn: Some(c),
-            stats,
-            ..
-        } = self
-        else {
+        let Some(Parts { c, stats, .. }) = self.parts() else {
             return;
         };
         let req = &mut c.req;
@@ -423,12 +397,7 @@ impl Qp {
     /// RACK inference (brief §3.6, `reliability/loss.rs`), after a SACK and on the timer: the
     /// losses go to the EV health table and congestion control. Go-back-N infers nothing.
     pub(super) fn infer_losses(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
-        let Self {
-            conn: Some(c),
-            stats,
-            ..
-        } = self
-        else {
+        let Some(Parts { c, stats, .. }) = self.parts() else {
             return;
         };
         let req = &mut c.req;
@@ -450,12 +419,7 @@ impl Qp {
     /// The per-packet path-failure timeout (brief §3.7): a go-back-N QP resends from its oldest
     /// unacknowledged packet.
     fn time_out_packets(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
-        let Self {
-            conn: Some(c),
-            stats,
-            ..
-        } = self
-        else {
+        let Some(Parts { c, stats, .. }) = self.parts() else {
             return;
         };
         let req = &mut c.req;
@@ -482,13 +446,7 @@ impl Qp {
     /// each is an event of its EV's health (`ev/health.rs`: brief §3.3, untrimmed loss is a
     /// path failure) and a loss for congestion control.
     fn on_losses(&mut self, now: Instant, timeout: bool, ctx: &mut Ctx<'_>) {
-        let Self {
-            conn: Some(c),
-            stats,
-            rng,
-            ..
-        } = self
-        else {
+        let Some(Parts { c, stats, rng, .. }) = self.parts() else {
             return;
         };
         let req = &mut c.req;

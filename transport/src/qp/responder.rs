@@ -90,13 +90,11 @@ impl Responder {
 impl Qp {
     /// The responder of a QP in RTR or RTS; anything else drops what arrives.
     fn receiving(&mut self, ctx: &mut Ctx<'_>) -> Option<&mut Responder> {
-        match (self.state, self.conn.as_mut()) {
-            (QpState::Rtr | QpState::Rts, Some(c)) => Some(&mut c.resp),
-            _ => {
-                ctx.drop_frame(DropReason::WrongState);
-                None
-            }
+        if let (QpState::Rtr | QpState::Rts, Some(c)) = (self.state, self.conn.as_mut()) {
+            return Some(&mut c.resp);
         }
+        ctx.drop_frame(DropReason::WrongState);
+        None
     }
 
     /// A Write packet (brief §4.1).

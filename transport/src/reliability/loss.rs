@@ -92,7 +92,7 @@ impl LossDetection {
     ) {
         let path_pto = |ev| self.path_pto(path_rtt(ev));
         flight.on_pto(now, self.pto(), &path_pto, &mut |seq, e| {
-            lost.push((seq, *e))
+            lost.push((seq, *e));
         });
     }
 
