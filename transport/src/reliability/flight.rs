@@ -3,12 +3,10 @@
 //!
 //! - the scoreboard: cumulative ACKs and 64-bit SACK bitmaps merged into per-packet state, so
 //!   successive SACKs at different offsets describe a flight far wider than one bitmap;
-//! - loss inference RACK-style (RFC 8985) with a reordering guard: a packet is lost once a packet
-//!   sent after it was delivered and it has been out for an RTT plus the reordering window,
-//!   the RTT being the longer of the QP's and its own path's (paths differ: a packet on a
-//!   path with a queue is late, not lost);
-//! - the per-packet path-failure timeout over the oldest outstanding transmission, never
-//!   shorter than a few RTTs of the packet's own path;
+//! - the RACK reference (RFC 8985: the most recently sent packet known delivered) and the
+//!   primitives the loss rules of `loss.rs` apply to the oldest outstanding transmission (which
+//!   packets are older than a given age, when the next one will be), given the window and the
+//!   RTTs those rules choose;
 //! - the retransmission queue.
 //!
 //! Transmissions are also kept in send order (a ring of `(seq, tx_id)`, stale items dropped

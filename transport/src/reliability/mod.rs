@@ -1,7 +1,8 @@
 //! Packet reliability, decoupled from the semantic layer as MRC does it (brief §1, item 9):
 //! the requester's flight with its SACK scoreboard; loss detection (`loss.rs`: the reordering
-//! window, RACK-style inference and the per-packet path-failure timeout); the long QP retry budget; the responder's tracker, SACK policy and
-//! Write-with-Immediate ordering; RTT estimation; 24-bit PSN arithmetic.
+//! window, RACK-style inference and the per-packet path-failure timeout); the long QP retry
+//! budget; the responder's tracker, SACK policy and Write-with-Immediate ordering; RTT
+//! estimation; 24-bit PSN arithmetic.
 
 pub mod ack_policy;
 pub mod flight;

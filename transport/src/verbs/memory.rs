@@ -1,5 +1,6 @@
 //! Registered memory behind a trait, so the simulator can own plain buffers while the NIC
-//! runtime shares application memory across threads (its `unsafe` stays in `nic/`).
+//! runtime shares application memory across threads (as atomic words, `nic::memory`: no
+//! `unsafe` anywhere in the engine or the NIC runtime).
 
 /// The bytes of one memory region.
 ///
