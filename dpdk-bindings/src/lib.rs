@@ -60,6 +60,8 @@ mod mempool;
 #[cfg(not(mrc_dpdk_absent))]
 mod port;
 #[cfg(not(mrc_dpdk_absent))]
+mod port_shared;
+#[cfg(not(mrc_dpdk_absent))]
 mod queue;
 #[cfg(not(mrc_dpdk_absent))]
 pub mod sys;

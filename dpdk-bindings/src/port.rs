@@ -7,51 +7,16 @@ use std::cell::Cell;
 use std::ffi::{CStr, CString, c_char};
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use crate::config::PortConfig;
 use crate::eal::Eal;
 use crate::error::{Error, Result, check};
 use crate::info::{LinkStatus, MacAddr, PortInfo, PortStats};
 use crate::mempool::Mempool;
+use crate::port_shared::PortShared;
 use crate::queue::{RxQueue, TxQueue};
 use crate::sys;
-
-/// One bit per port id: set while a `Port` handle (or its queues) owns the port.
-static OWNED: AtomicU64 = AtomicU64::new(0);
-const _: () = assert!(sys::RTE_MAX_ETHPORTS <= 64, "OWNED holds one bit per port");
-
-/// State shared by a port and its queue handles. The port is stopped and closed when the last
-/// of them drops.
-pub(crate) struct PortShared {
-    pub(crate) id: u16,
-    /// Set after `rte_eth_dev_start`, cleared before `rte_eth_dev_stop`; bursts on a stopped
-    /// port return nothing instead of reaching DPDK's "port not ready" stubs.
-    pub(crate) started: AtomicBool,
-    /// Every pool an RX queue of this port was set up with: they must outlive the port (a
-    /// failed reconfiguration may leave queues on either the old or the new pool).
-    rx_pools: Vec<Mempool>,
-    /// `configure` ran (even partly): the port is stopped and closed on drop.
-    configured: bool,
-    _eal: Eal,
-}
-
-impl Drop for PortShared {
-    fn drop(&mut self) {
-        // A port that was only looked at is left as it was.
-        if self.configured {
-            // SAFETY: no queue handle is left (they hold this Arc), so no burst is running; the
-            // port id is valid and owned by us.
-            unsafe {
-                if self.started.load(Ordering::Acquire) {
-                    sys::rte_eth_dev_stop(self.id);
-                }
-                sys::rte_eth_dev_close(self.id);
-            }
-        }
-        OWNED.fetch_and(!(1 << self.id), Ordering::SeqCst);
-    }
-}
 
 /// An Ethernet port, owned: one handle per port in the process. Once configured, it is stopped
 /// and closed (for virtual devices: removed) when it and all its queue handles are dropped.
@@ -103,18 +68,8 @@ impl Port {
         if !valid || u32::from(id) >= sys::RTE_MAX_ETHPORTS {
             return Err(Error::InvalidPort(id));
         }
-        if OWNED.fetch_or(1 << id, Ordering::SeqCst) & (1 << id) != 0 {
-            return Err(Error::PortInUse(id));
-        }
-        let shared = PortShared {
-            id,
-            started: AtomicBool::new(false),
-            rx_pools: Vec::new(),
-            configured: false,
-            _eal: eal.clone(),
-        };
         Ok(Self {
-            shared: Arc::new(shared),
+            shared: Arc::new(PortShared::claim(eal, id)?),
             _not_sync: PhantomData,
         })
     }
@@ -215,10 +170,7 @@ impl Port {
         if config.rx_queues == 0 && config.tx_queues == 0 {
             return Err(Error::InvalidArgument("a port needs at least one queue"));
         }
-        shared.configured = true;
-        if !shared.rx_pools.iter().any(|p| p.as_ptr() == pool.as_ptr()) {
-            shared.rx_pools.push(pool.clone());
-        }
+        shared.configuring(pool);
         let mut conf = sys::rte_eth_conf::default();
         conf.rxmode.mtu = config.mtu.map_or(0, u32::from); // 0: the driver's default (1500)
         // SAFETY: valid, stopped port; `conf` is a fully initialised rte_eth_conf.

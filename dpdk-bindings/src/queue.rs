@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::burst::MbufBurst;
-use crate::port::PortShared;
+use crate::port_shared::PortShared;
 use crate::sys;
 
 /// Receive side of one queue of a port.

@@ -27,8 +27,10 @@ use mrc_transport::{Endpoint, Instant};
 
 use crate::error::NicError;
 use crate::memory::MemoryRegion;
-use crate::runtime::{NicState, NicStats, PortState};
-use crate::shared::{Cache, CqRing, Doorbell, NicEvent, OwnedSendWr, Shared, SharedMr};
+use crate::shared::{
+    Cache, Command, CqRing, Doorbell, NicControl, NicEvent, OwnedSendWr, Shared, SharedMr,
+};
+use crate::status::{NicStats, PortState};
 
 /// A handle on a running NIC for one application thread. Clone it for every thread that uses
 /// the NIC (`Send`, not `Sync`: each clone keeps its own lock-free lookup caches).
@@ -118,7 +120,7 @@ impl NicHandle {
         let bytes = self
             .call(move |s| {
                 let mut v = vec![0; len];
-                s.endpoint.mr_read(lkey, va, &mut v).map(|()| v)
+                s.endpoint().mr_read(lkey, va, &mut v).map(|()| v)
             })
             .map_err(|_| STOPPED)??;
         dst.copy_from_slice(&bytes);
@@ -133,7 +135,7 @@ impl NicHandle {
             return Ok(());
         }
         let bytes = src.to_vec();
-        self.call(move |s| s.endpoint.mr_write(lkey, va, &bytes))
+        self.call(move |s| s.endpoint().mr_write(lkey, va, &bytes))
             .map_err(|_| STOPPED)?
     }
 
@@ -163,11 +165,11 @@ impl NicHandle {
     /// Runs `f` on the NIC thread with its state and waits for the answer.
     pub(crate) fn call<R, F>(&self, f: F) -> Result<R, NicError>
     where
-        F: FnOnce(&mut NicState) -> R + Send + 'static,
+        F: FnOnce(&mut dyn NicControl) -> R + Send + 'static,
         R: Send + 'static,
     {
         let (tx, rx) = mpsc::sync_channel(1);
-        let mut cmd: crate::shared::Command = Box::new(move |s: &mut NicState| {
+        let mut cmd: Command = Box::new(move |s: &mut dyn NicControl| {
             let _ = tx.send(f(s));
         });
         let timeout = self.shared.control_timeout;
@@ -209,17 +211,17 @@ impl NicHandle {
         F: FnOnce(&mut Endpoint) -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.call(move |s| f(&mut s.endpoint))
+        self.call(move |s| f(s.endpoint()))
     }
 
     /// Allocates a protection domain.
     pub fn alloc_pd(&self) -> Result<PdHandle, NicError> {
-        Ok(self.call(|s| s.endpoint.alloc_pd())??)
+        Ok(self.call(|s| s.endpoint().alloc_pd())??)
     }
 
     /// Frees a protection domain.
     pub fn dealloc_pd(&self, pd: PdHandle) -> Result<(), NicError> {
-        Ok(self.call(move |s| s.endpoint.dealloc_pd(pd))??)
+        Ok(self.call(move |s| s.endpoint().dealloc_pd(pd))??)
     }
 
     /// Registers a shared region whose first byte answers to `iova`: the application keeps its
@@ -237,9 +239,9 @@ impl NicHandle {
         };
         Ok(self.call(move |s| {
             let keys = s
-                .endpoint
+                .endpoint()
                 .reg_mr(pd, iova, Box::new(mr.region.clone()), access)?;
-            s.shared.mrs.insert(keys.lkey, mr);
+            s.shared().mrs.insert(keys.lkey, mr);
             Ok::<_, VerbsError>(keys)
         })??)
     }
@@ -254,14 +256,14 @@ impl NicHandle {
         memory: Box<dyn Memory>,
         access: Access,
     ) -> Result<MrKeys, NicError> {
-        Ok(self.call(move |s| s.endpoint.reg_mr(pd, iova, memory, access))??)
+        Ok(self.call(move |s| s.endpoint().reg_mr(pd, iova, memory, access))??)
     }
 
     /// Deregisters a region; memory handed over comes back.
     pub fn dereg_mr(&self, lkey: u32) -> Result<Box<dyn Memory>, NicError> {
         Ok(self.call(move |s| {
-            let m = s.endpoint.dereg_mr(lkey)?;
-            s.shared.mrs.remove(&lkey);
+            let m = s.endpoint().dereg_mr(lkey)?;
+            s.shared().mrs.remove(&lkey);
             Ok::<_, VerbsError>(m)
         })??)
     }
@@ -289,32 +291,32 @@ impl NicHandle {
 
     /// Moves a QP through its state machine.
     pub fn modify_qp(&self, qpn: Qpn, transition: QpTransition) -> Result<(), NicError> {
-        Ok(self.call(move |s| s.endpoint.modify_qp(qpn, transition))??)
+        Ok(self.call(move |s| s.endpoint().modify_qp(qpn, transition))??)
     }
 
     /// A QP's state and attributes.
     pub fn query_qp(&self, qpn: Qpn) -> Result<QpInfo, NicError> {
-        Ok(self.call(move |s| s.endpoint.query_qp(qpn))??)
+        Ok(self.call(move |s| s.endpoint().query_qp(qpn))??)
     }
 
     /// Counters of a QP.
     pub fn qp_stats(&self, qpn: Qpn) -> Result<Option<QpStats>, NicError> {
-        self.call(move |s| s.endpoint.qp_stats(qpn))
+        self.call(move |s| s.endpoint().qp_stats(qpn))
     }
 
     /// Counters of a plane.
     pub fn plane_stats(&self, port: u8) -> Result<Option<PlaneStats>, NicError> {
-        self.call(move |s| s.endpoint.plane_stats(port))
+        self.call(move |s| s.endpoint().plane_stats(port))
     }
 
     /// State and counters of every EV of a QP.
     pub fn ev_stats(&self, qpn: Qpn) -> Result<Vec<EvInfo>, NicError> {
-        self.call(move |s| s.endpoint.ev_stats(qpn))
+        self.call(move |s| s.endpoint().ev_stats(qpn))
     }
 
     /// Counters of the engine.
     pub fn endpoint_stats(&self) -> Result<EndpointStats, NicError> {
-        self.call(|s| s.endpoint.stats())
+        self.call(|s| s.endpoint().stats())
     }
 
     /// Counters of the NIC runtime (ports, neighbour discovery, doorbells).

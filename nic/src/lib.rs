@@ -33,6 +33,7 @@ pub mod memory;
 pub mod ndp;
 mod runtime;
 mod shared;
+mod status;
 
 pub use app::{AppDriver, AppRunStats, run_application};
 pub use config::{IdlePolicy, NicConfig};
@@ -42,5 +43,6 @@ pub use io::mem::{MemControl, MemFabric, MemIo};
 pub use io::{IoStats, PacketIo};
 pub use memory::MemoryRegion;
 pub use ndp::{NdpConfig, NextHop};
-pub use runtime::{Nic, NicExit, NicRunner, NicStats, PortState};
+pub use runtime::{Nic, NicExit, NicRunner};
 pub use shared::NicEvent;
+pub use status::{NicStats, PortState};

@@ -1,6 +1,8 @@
 //! What the application threads and the NIC thread share: lock-free rings (doorbells, control
-//! commands, completions, events) and the registries that let a handle find a completion ring
-//! or a shared memory region without asking the NIC thread.
+//! commands, completions, events), what a control command may do on the NIC thread
+//! ([`NicControl`]), and the registries that let a handle find a completion ring or a shared
+//! memory region without asking the NIC thread. The handle and the runtime both build on it;
+//! it knows neither.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,12 +11,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crossbeam_queue::ArrayQueue;
 use mrc_srv6::wire::EthernetAddress;
 use mrc_transport::verbs::{
-    CqHandle, Qpn, RecvWr, SendOpcode, SendWr, Sge, VerbsError, WorkCompletion,
+    CqHandle, QpInitAttr, Qpn, RecvWr, SendOpcode, SendWr, Sge, VerbsError, WorkCompletion,
 };
-use mrc_transport::{Event, Instant};
+use mrc_transport::{Endpoint, Event, Instant};
 
 use crate::memory::MemoryRegion;
-use crate::runtime::NicState;
+use crate::status::{NicStats, PortState};
 
 /// Gather entries a doorbell carries without allocating.
 const INLINE_SGES: usize = 4;
@@ -100,7 +102,25 @@ impl OwnedSendWr {
 }
 
 /// A control-path request: runs on the NIC thread with its state, answers through a channel.
-pub(crate) type Command = Box<dyn FnOnce(&mut NicState) + Send>;
+pub(crate) type Command = Box<dyn FnOnce(&mut dyn NicControl) + Send>;
+
+/// What a [`Command`] reaches on the NIC thread: the engine, and the verbs whose bookkeeping
+/// (completion rings, the QP → CQ map) lives beside it. The NIC thread's state implements it.
+pub(crate) trait NicControl {
+    /// The engine.
+    fn endpoint(&mut self) -> &mut Endpoint;
+    /// What the NIC thread shares with the handles.
+    fn shared(&self) -> &Shared;
+    /// `create_cq`, plus the ring the application polls.
+    fn create_cq(&mut self, depth: u32) -> Result<CqHandle, VerbsError>;
+    fn destroy_cq(&mut self, cq: CqHandle) -> Result<(), VerbsError>;
+    fn create_qp(&mut self, attr: &QpInitAttr) -> Result<Qpn, VerbsError>;
+    fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError>;
+    /// Counters, with the engine's dropped events.
+    fn stats(&self) -> NicStats;
+    /// The state of every port.
+    fn ports(&self) -> Vec<PortState>;
+}
 
 /// Something the application may want to know, drained with
 /// [`NicHandle::poll_event`](crate::NicHandle::poll_event).

@@ -21,15 +21,15 @@ use std::sync::atomic::Ordering;
 
 use mrc_transport::{Endpoint, Instant, PortMask};
 
-pub(crate) use state::NicState;
-pub use state::{NicStats, PortState};
+use state::NicState;
 
 use crate::config::{IdlePolicy, NicConfig};
 use crate::error::NicError;
 use crate::handle::NicHandle;
 use crate::io::PacketIo;
 use crate::ndp::{self, Ndp, NextHop};
-use crate::shared::{NicEvent, Shared};
+use crate::shared::{NicControl, NicEvent, Shared};
+use crate::status::NicStats;
 
 /// An engine and its ports, ready to be polled: run it with [`NicRunner::run`] on the thread
 /// (or DPDK lcore) of your choice, or let [`Nic::spawn`] start a thread for it.

@@ -1,6 +1,6 @@
 //! The NIC thread's state besides its ports: the engine, the completion rings it feeds, the
 //! QP → CQ map that error completions need, neighbour discovery, counters. Control commands
-//! run against it; the poll loop in `mod.rs` drives it.
+//! run against it (as a [`NicControl`]); the poll loop in `mod.rs` drives it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -11,57 +11,12 @@ use mrc_transport::verbs::{
     CqHandle, QpInitAttr, Qpn, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 
-use crate::io::IoStats;
-use crate::ndp::{Ndp, NdpStats};
-use crate::shared::{CqRing, Doorbell, NicEvent, Shared};
+use crate::ndp::Ndp;
+use crate::shared::{CqRing, Doorbell, NicControl, NicEvent, Shared};
+use crate::status::{NicStats, PortState};
 
 /// Completions moved per CQ per iteration at most.
 const CQ_BATCH: usize = 64;
-
-/// Counters of the NIC runtime (the engine has its own: `endpoint_stats`, `qp_stats`...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct NicStats {
-    /// Poll-loop iterations.
-    pub iterations: u64,
-    /// Iterations that found work.
-    pub busy_iterations: u64,
-    /// Frames handed to the engine.
-    pub frames_to_engine: u64,
-    /// Frames the engine produced.
-    pub frames_from_engine: u64,
-    /// Neighbour-discovery frames received / sent.
-    pub ndp_frames_in: u64,
-    pub ndp_frames_out: u64,
-    /// Doorbells taken from the ring.
-    pub doorbells: u64,
-    /// Doorbells that found their queue full and waited on the NIC side.
-    pub doorbells_deferred: u64,
-    /// Doorbells the engine refused (completed with an error, or rejected as an event).
-    pub doorbell_errors: u64,
-    /// Control commands run.
-    pub commands: u64,
-    /// Completions moved to the application's rings.
-    pub completions: u64,
-    /// Link state changes seen.
-    pub link_changes: u64,
-    /// Events dropped because the application did not drain them.
-    pub events_dropped: u64,
-    /// The ports.
-    pub io: IoStats,
-    /// Neighbour discovery.
-    pub ndp: NdpStats,
-}
-
-/// What the NIC knows of one port (= plane).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PortState {
-    /// The link is up, as the port reports it (read once per link-poll interval).
-    pub link_up: bool,
-    /// The next hop's MAC, once known (static or resolved).
-    pub next_hop: Option<mrc_srv6::wire::EthernetAddress>,
-    /// The engine may send on it: link up and next hop known.
-    pub usable: bool,
-}
 
 /// One CQ: the engine's handle, the ring towards the application, and completions the NIC
 /// made itself (refused doorbells) that did not fit yet.
@@ -74,7 +29,7 @@ pub(crate) struct CqEntry {
 
 /// Everything the NIC thread owns besides its ports.
 #[derive(Debug)]
-pub struct NicState {
+pub(crate) struct NicState {
     pub(crate) endpoint: Endpoint,
     pub(crate) cqs: Vec<CqEntry>,
     /// The send and receive CQ of every QP, for completions of refused doorbells.
@@ -118,65 +73,6 @@ impl NicState {
             blocked: Vec::new(),
             scratch: vec![WorkCompletion::EMPTY; CQ_BATCH],
         }
-    }
-
-    /// Counters, with the engine's dropped events.
-    pub fn stats(&self) -> NicStats {
-        let mut s = self.stats;
-        s.events_dropped = self
-            .shared
-            .events_dropped
-            .load(std::sync::atomic::Ordering::Relaxed);
-        s.ndp = self.ndp.stats();
-        s
-    }
-
-    /// The state of every port.
-    pub(crate) fn ports(&self) -> Vec<PortState> {
-        (0..self.link_up.len())
-            .map(|p| PortState {
-                link_up: self.link_up[p],
-                next_hop: self.ndp.neighbour(p as u8),
-                usable: self.engine_up[p],
-            })
-            .collect()
-    }
-
-    // ---- control path -----------------------------------------------------------------------
-
-    /// `create_cq`, plus the ring the application polls.
-    pub(crate) fn create_cq(&mut self, depth: u32) -> Result<CqHandle, VerbsError> {
-        let handle = self.endpoint.create_cq(depth)?;
-        let ring = Arc::new(CqRing {
-            queue: ArrayQueue::new(depth as usize),
-        });
-        self.shared.cqs.insert(handle, Arc::clone(&ring));
-        self.cqs.push(CqEntry {
-            handle,
-            ring,
-            backlog: VecDeque::new(),
-        });
-        Ok(handle)
-    }
-
-    pub(crate) fn destroy_cq(&mut self, cq: CqHandle) -> Result<(), VerbsError> {
-        self.endpoint.destroy_cq(cq)?;
-        self.cqs.retain(|e| e.handle != cq);
-        self.shared.cqs.remove(&cq);
-        Ok(())
-    }
-
-    pub(crate) fn create_qp(&mut self, attr: &QpInitAttr) -> Result<Qpn, VerbsError> {
-        let qpn = self.endpoint.create_qp(attr)?;
-        self.qp_cqs.insert(qpn, (attr.send_cq, attr.recv_cq));
-        Ok(qpn)
-    }
-
-    pub(crate) fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
-        self.endpoint.destroy_qp(qpn)?;
-        self.qp_cqs.remove(&qpn);
-        self.deferred.retain(|d| d.qpn() != qpn);
-        Ok(())
     }
 
     // ---- datapath ---------------------------------------------------------------------------
@@ -298,6 +194,71 @@ impl NicState {
         }
         self.stats.completions += moved as u64;
         moved
+    }
+}
+
+/// The control path: what the application's commands do on the NIC thread.
+impl NicControl for NicState {
+    fn endpoint(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    fn stats(&self) -> NicStats {
+        let mut s = self.stats;
+        s.events_dropped = self
+            .shared
+            .events_dropped
+            .load(std::sync::atomic::Ordering::Relaxed);
+        s.ndp = self.ndp.stats();
+        s
+    }
+
+    fn ports(&self) -> Vec<PortState> {
+        (0..self.link_up.len())
+            .map(|p| PortState {
+                link_up: self.link_up[p],
+                next_hop: self.ndp.neighbour(p as u8),
+                usable: self.engine_up[p],
+            })
+            .collect()
+    }
+
+    fn create_cq(&mut self, depth: u32) -> Result<CqHandle, VerbsError> {
+        let handle = self.endpoint.create_cq(depth)?;
+        let ring = Arc::new(CqRing {
+            queue: ArrayQueue::new(depth as usize),
+        });
+        self.shared.cqs.insert(handle, Arc::clone(&ring));
+        self.cqs.push(CqEntry {
+            handle,
+            ring,
+            backlog: VecDeque::new(),
+        });
+        Ok(handle)
+    }
+
+    fn destroy_cq(&mut self, cq: CqHandle) -> Result<(), VerbsError> {
+        self.endpoint.destroy_cq(cq)?;
+        self.cqs.retain(|e| e.handle != cq);
+        self.shared.cqs.remove(&cq);
+        Ok(())
+    }
+
+    fn create_qp(&mut self, attr: &QpInitAttr) -> Result<Qpn, VerbsError> {
+        let qpn = self.endpoint.create_qp(attr)?;
+        self.qp_cqs.insert(qpn, (attr.send_cq, attr.recv_cq));
+        Ok(qpn)
+    }
+
+    fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
+        self.endpoint.destroy_qp(qpn)?;
+        self.qp_cqs.remove(&qpn);
+        self.deferred.retain(|d| d.qpn() != qpn);
+        Ok(())
     }
 }
 
