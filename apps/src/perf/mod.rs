@@ -18,7 +18,6 @@ pub mod cli;
 pub mod counters;
 pub mod dpdk_backend;
 pub mod dpdk_plan;
-pub mod faults;
 pub mod json;
 pub mod limits;
 pub mod live;

@@ -20,10 +20,10 @@ use super::backend::{
 };
 use super::check::SharedDest;
 use super::counters::{HostCounters, Snapshot};
-use super::faults;
 use super::live::Live;
 use super::report::Periods;
 use super::settings::{CcChoice, Settings};
+use crate::faults;
 
 /// The built-in fabric: `planes` planes, 2 racks, 2 spines, 2 hosts per rack.
 pub fn builtin_plan_toml(planes: u8) -> String {
