@@ -2,6 +2,8 @@
 
 pub mod coll;
 pub mod fabric;
+pub mod faults;
 pub mod metrics;
 pub mod perf;
 pub mod tool;
+pub mod units;

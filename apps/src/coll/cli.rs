@@ -8,7 +8,7 @@ use mrc_coll::bench::{Average, parse_size};
 use mrc_coll::program::Blocking;
 use mrc_coll::{BenchOpts, Collective, DataType, RedOp};
 
-use crate::perf::faults::{FaultSpec, parse_fail_link, parse_flap_link, parse_loss};
+use crate::faults::{FaultSpec, parse_fail_link, parse_flap_link, parse_loss};
 use crate::{bail_usage, usage};
 
 /// mrc-coll: nccl-tests' collective benchmarks over MRC, on the simulated fabric, on threads

@@ -29,7 +29,7 @@ use mrc_sim::Fault;
 use mrc_srv6::plan::{LinkTier, Plan};
 use mrc_transport::Duration;
 
-use crate::perf::faults::{FaultSpec, describe, schedule};
+use crate::faults::{FaultSpec, describe, schedule};
 use crate::{out, outln, usage};
 use cli::Args;
 use setup::{Backend, JsonFile};

@@ -5,13 +5,15 @@
 use std::net::Ipv6Addr;
 use std::sync::Arc;
 
+use mrc_transport::EndpointConfig;
+use mrc_transport::cc::{CcProfile, DcqcnConfig, NsccConfig};
 use mrc_transport::verbs::Memory;
 
 use super::app::{AppParams, QpRecord};
 pub use super::check::{BUFFER_IOVA, CheckResult};
 use super::check::{CheckedMemory, Layout, SharedDest, lock_dest};
 use super::counters::Snapshot;
-use super::settings::{Settings, TestKind};
+use super::settings::{CcChoice, Settings, TestKind};
 use crate::metrics::Exporter;
 
 /// Facts about the fabric and clock, for the settings block and the JSON document.
@@ -223,4 +225,31 @@ pub fn finish_checks(
         total.get_or_insert_default().add(&r);
     }
     total
+}
+
+/// The CC profile (`--cc`) and EV profile (`--evs`) every QP uses (profile 0 of each), and
+/// the payload MTU (`-m`) where it is no larger than what the configuration carries (a
+/// plan's MTU caps it; the backend refuses an `-m` it could not honour).
+pub fn profiles(cc: CcChoice, evs: Option<u16>, mtu: Option<u32>, ec: &mut EndpointConfig) {
+    if let Some(m) = mtu
+        && m <= ec.payload_mtu
+    {
+        ec.payload_mtu = m;
+    }
+    ec.cc_profiles = vec![match cc {
+        CcChoice::Nscc => CcProfile::Nscc(NsccConfig::default()),
+        CcChoice::Fixed => CcProfile::Fixed { window_bytes: None },
+        CcChoice::Roce => CcProfile::Dcqcn(DcqcnConfig::default()),
+    }];
+    if let Some(n) = evs {
+        let p = &mut ec.ev_profiles[0];
+        p.evs_per_plane = n;
+        p.active_per_plane = p.active_per_plane.min(n);
+        p.floor_per_plane = p.floor_per_plane.min(p.active_per_plane);
+    }
+}
+
+/// [`profiles`] from the settings.
+pub fn apply_profiles(s: &Settings, ec: &mut EndpointConfig) {
+    profiles(s.cc, s.evs, s.perftest.mtu, ec);
 }

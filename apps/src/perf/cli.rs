@@ -8,10 +8,9 @@ use std::path::PathBuf;
 use clap::Parser;
 use mrc_transport::Duration;
 
-use super::faults;
-use super::settings::{
-    BackendKind, BwUnits, CcChoice, Pattern, Rate, Settings, TestKind, parse_duration,
-};
+use super::settings::{BackendKind, BwUnits, CcChoice, Pattern, Rate, Settings, TestKind};
+use crate::faults;
+use crate::units::parse_duration;
 
 /// mrc-perf: perftest-style bandwidth and latency tests over MRC, with what perftest cannot
 /// show: what every plane and path did.

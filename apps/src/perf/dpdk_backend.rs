@@ -22,19 +22,21 @@ use std::time::Duration as StdDuration;
 
 use anyhow::{Context as _, bail};
 use mrc_nic::io::dpdk::{DpdkIo, DpdkPorts};
-use mrc_nic::{MemoryRegion, Nic, NicConfig, NicHandle};
-use mrc_transport::verbs::{Access, CqHandle, MrKeys, QpCap, QpInitAttr, QpTransition, Qpn};
+use mrc_nic::{Nic, NicConfig, NicHandle};
+use mrc_transport::verbs::{CqHandle, MrKeys, Qpn};
 use serde_json::{Value, json};
 
 use super::app::{PerfApp, QpRecord, QpWiring, lock};
 use super::backend::{
-    Addresses, BUFFER_IOVA, CpuMeter, FabricInfo, Hooks, QpAddress, SizeOutcome, app_params,
-    finish_checks, host_memory, layout, roles,
+    Addresses, CpuMeter, FabricInfo, Hooks, QpAddress, SizeOutcome, app_params, finish_checks,
+    layout, roles,
 };
 use super::check::SharedDest;
 use super::counters::Snapshot;
 use super::dpdk_plan::PlanEnds;
-use super::mem_backend::{connect, drive, endpoint_config, host_counters, nic_addr};
+use super::nic_backend::{
+    LocalQps, PSNS, connect, create_qps, drive, endpoint_config, host_counters, nic_addr,
+};
 use super::settings::Settings;
 use exchange::{
     EXCHANGE_TIMEOUT, Peer, connect_with_retry, mismatches, parameters, record_from, record_json,
@@ -82,9 +84,6 @@ struct Connected {
     peer_qpns: Vec<Qpn>,
     peer_addr: Ipv6Addr,
 }
-
-/// The PSN of each role's QPs (client, server).
-const PSNS: [u32; 2] = [100, 200];
 
 impl DpdkBackend {
     pub fn new(s: &Settings) -> anyhow::Result<Self> {
@@ -299,34 +298,12 @@ impl DpdkBackend {
         let s = self.settings.clone();
         let handle = self.handle.clone();
         let h = &handle;
-        let pd = h.alloc_pd()?;
-        let cq: CqHandle = h.create_cq(1 << 15)?;
-        let mut qpns = Vec::new();
-        for _ in 0..s.qps {
-            let q = h.create_qp(&QpInitAttr {
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                cap: QpCap {
-                    max_send_wr: s.tx_depth.max(s.cq_mod) + 1,
-                    max_recv_wr: s.rx_depth.max(1),
-                    max_send_sge: 1,
-                },
-                sq_sig_all: false,
-            })?;
-            h.modify_qp(q, QpTransition::Init(s.init_attr()))?;
-            qpns.push(q);
-        }
-        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-        let l = layout(&s, size);
-        let (keys, dest): (MrKeys, _) = if s.check {
-            // Handed to the NIC thread: it checks every byte where the engine places it.
-            let (mem, dest) = host_memory(&s, size, 1 - u32::from(self.me));
-            (h.reg_mr_owned(pd, BUFFER_IOVA, mem, access)?, dest)
-        } else {
-            let region = MemoryRegion::from_slice(&vec![0u8; l.registered_bytes() as usize]);
-            (h.reg_mr(pd, BUFFER_IOVA, &region, access)?, None)
-        };
+        let LocalQps {
+            cq,
+            qpns,
+            keys,
+            dest,
+        } = create_qps(h, &s, size, u32::from(self.me))?;
         let my_addr = self.my_addr();
         let list: Vec<String> = qpns.iter().map(|q| q.0.to_string()).collect();
         self.peer()

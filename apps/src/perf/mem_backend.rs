@@ -3,28 +3,24 @@
 //! on their own threads through the NIC's application driver, the same `PerfApp` the
 //! simulator drives.
 
-use std::net::Ipv6Addr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration as StdDuration, Instant as StdInstant};
+use std::time::Duration as StdDuration;
 
 use anyhow::Context as _;
 use mrc_nic::io::mem::router_mac;
-use mrc_nic::{AppDriver, MemFabric, MemIo, MemoryRegion, NextHop, Nic, NicConfig, NicHandle};
-use mrc_srv6::wire::EthernetAddress;
-use mrc_transport::verbs::{
-    Access, CqHandle, MrKeys, QpCap, QpInitAttr, QpTransition, Qpn, RemoteNic, RtrAttr, RtsAttr,
-};
-use mrc_transport::{Duration, EndpointConfig, PathMode, PortConfig};
+use mrc_nic::{MemFabric, MemIo, NextHop, Nic, NicConfig, NicHandle};
+use mrc_transport::verbs::{CqHandle, MrKeys, Qpn, RemoteNic};
 
-use super::app::{PerfApp, QpWiring, SharedApp, lock};
+use super::app::{PerfApp, QpWiring, lock};
 use super::backend::{
-    Addresses, BUFFER_IOVA, CpuMeter, FabricInfo, Hooks, QpAddress, SizeOutcome, app_params,
-    finish_checks, host_memory, layout, roles,
+    Addresses, CpuMeter, FabricInfo, Hooks, QpAddress, SizeOutcome, app_params, finish_checks,
+    layout, roles,
 };
 use super::check::SharedDest;
-use super::counters::{HostCounters, Snapshot};
-use super::live::Live;
-use super::report::Periods;
+use super::counters::Snapshot;
+use super::nic_backend::{
+    LocalQps, PSNS, connect, create_qps, drive, endpoint_config, host_counters, nic_addr,
+};
 use super::settings::Settings;
 
 /// Planes of the in-memory fabric unless `--planes` says otherwise.
@@ -32,37 +28,6 @@ pub const DEFAULT_PLANES: u8 = 4;
 
 /// Frames each in-memory port queues: a TX depth of 4 KiB messages in flight on one plane.
 const RING_DEPTH: usize = 4096;
-
-/// The NIC address of host `h` (0 or 1).
-pub fn nic_addr(h: u16) -> Ipv6Addr {
-    Ipv6Addr::new(0xfd00, 0x6d72, 0x63, 0, 0, 0, 0, h + 1)
-}
-
-/// The engine configuration of one side: ECMP mode, `planes` ports, the CC and EV profiles
-/// asked for, timers relaxed for threads that share cores.
-pub fn endpoint_config(s: &Settings, host: u16, planes: u8) -> EndpointConfig {
-    let ports = (0..planes)
-        .map(|_| {
-            PortConfig::new(
-                EthernetAddress([2, 0, 0, 0, 0, 0]),
-                EthernetAddress([2, 0, 0, 0, 0, 1]),
-            )
-        })
-        .collect();
-    let mut ec = EndpointConfig::new(
-        s.seed ^ u64::from(host),
-        nic_addr(host),
-        ports,
-        PathMode::Ecmp,
-    );
-    ec.timers.initial_rtt = Duration::from_micros(500);
-    ec.timers.pto_min = Duration::from_millis(5);
-    // Planes are served by threads the OS schedules: packets of one plane can trail another's
-    // by a scheduling quantum without being lost.
-    ec.timers.reorder_min = Duration::from_millis(1);
-    super::sim_backend::apply_profiles(s, &mut ec);
-    ec
-}
 
 /// One side's verbs objects.
 struct Side {
@@ -76,34 +41,12 @@ struct Side {
 
 /// A side's QPs (INIT) and its registered buffer.
 fn make_side(handle: &NicHandle, s: &Settings, size: u64, host: u32) -> anyhow::Result<Side> {
-    let pd = handle.alloc_pd()?;
-    let cq = handle.create_cq(1 << 15)?;
-    let mut qpns = Vec::new();
-    for _ in 0..s.qps {
-        let q = handle.create_qp(&QpInitAttr {
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            cap: QpCap {
-                max_send_wr: s.tx_depth.max(s.cq_mod) + 1,
-                max_recv_wr: s.rx_depth.max(1),
-                max_send_sge: 1,
-            },
-            sq_sig_all: false,
-        })?;
-        handle.modify_qp(q, QpTransition::Init(s.init_attr()))?;
-        qpns.push(q);
-    }
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-    let (keys, dest) = if s.check {
-        // Handed to the NIC thread: it checks every byte where the engine places it.
-        let (mem, dest) = host_memory(s, size, 1 - host);
-        (handle.reg_mr_owned(pd, BUFFER_IOVA, mem, access)?, dest)
-    } else {
-        let region =
-            MemoryRegion::from_slice(&vec![0u8; layout(s, size).registered_bytes() as usize]);
-        (handle.reg_mr(pd, BUFFER_IOVA, &region, access)?, None)
-    };
+    let LocalQps {
+        cq,
+        qpns,
+        keys,
+        dest,
+    } = create_qps(handle, s, size, host)?;
     Ok(Side {
         handle: handle.clone(),
         cq,
@@ -111,112 +54,6 @@ fn make_side(handle: &NicHandle, s: &Settings, size: u64, host: u32) -> anyhow::
         keys,
         dest,
     })
-}
-
-/// INIT → RTR → RTS towards the peer's QP.
-pub fn connect(
-    handle: &NicHandle,
-    me: Qpn,
-    remote: RemoteNic,
-    peer: Qpn,
-    my_psn: u32,
-    peer_psn: u32,
-) -> anyhow::Result<()> {
-    handle.modify_qp(me, QpTransition::Rtr(RtrAttr::new(remote, peer, peer_psn)))?;
-    handle.modify_qp(me, QpTransition::Rts(RtsAttr::new(my_psn)))?;
-    Ok(())
-}
-
-/// Counters of one NIC's QPs.
-pub fn host_counters(
-    h: u32,
-    handle: &NicHandle,
-    planes: u8,
-    qpns: &[Qpn],
-) -> anyhow::Result<HostCounters> {
-    let mut ps = Vec::new();
-    for p in 0..planes {
-        ps.push(handle.plane_stats(p)?.unwrap_or_default());
-    }
-    let mut qs = Vec::new();
-    for &q in qpns {
-        qs.push((
-            q,
-            handle.qp_stats(q)?.unwrap_or_default(),
-            handle.ev_stats(q)?,
-        ));
-    }
-    Ok(HostCounters::new(h, &ps, &qs, handle.endpoint_stats()?))
-}
-
-/// Run `apps` (one per NIC handle and CQ in `drivers`) on their own threads until they are
-/// done, printing live lines, publishing metrics and `--run_infinitely` periods from here.
-/// Returns the first failure and how long it ran.
-pub fn drive(
-    s: &Settings,
-    size: u64,
-    hooks: &Hooks,
-    planes: u8,
-    apps: &[Arc<Mutex<PerfApp>>],
-    drivers: &[(&NicHandle, CqHandle)],
-    snapshot: &dyn Fn(StdDuration) -> anyhow::Result<Snapshot>,
-) -> anyhow::Result<(Option<String>, StdDuration)> {
-    let limit = StdDuration::from_secs(
-        120 + s
-            .duration
-            .map_or(0, |d| d.0 / 1_000_000_000)
-            .saturating_mul(4),
-    );
-    let threads: Vec<_> = apps
-        .iter()
-        .zip(drivers)
-        .map(|(app, &(handle, cq))| {
-            let mut shared = SharedApp(app.clone());
-            let mut driver = AppDriver::new(handle).cq(cq);
-            if !s.run_infinitely {
-                driver = driver.deadline(limit);
-            }
-            std::thread::spawn(move || driver.run(&mut shared).map(|_| ()))
-        })
-        .collect();
-    let start = StdInstant::now();
-    let period = match (s.run_infinitely, s.duration, s.live_every) {
-        (true, Some(d), _) => d,
-        (_, _, Some(d)) if d.0 > 0 => d,
-        _ => Duration::from_millis(200),
-    };
-    let mut live = Live::new(planes, period.0 / 2);
-    let mut periods = Periods::default();
-    while threads.iter().any(|d| !d.is_finished()) {
-        std::thread::sleep(StdDuration::from_nanos(period.0).min(StdDuration::from_millis(50)));
-        let now = start.elapsed();
-        if hooks.live || hooks.metrics.is_some() {
-            let snap = snapshot(now)?;
-            if hooks.live {
-                live.print(&snap);
-            }
-            if let Some(m) = &hooks.metrics {
-                m.publish(&snap);
-            }
-        }
-        if s.run_infinitely {
-            let delivered = snapshot(now)?.delivered_bytes();
-            periods.report(s, size, apps, now.as_nanos() as u64, delivered);
-            std::thread::sleep(StdDuration::from_nanos(period.0));
-        }
-    }
-    let mut error = None;
-    for d in threads {
-        match d.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => error = Some(format!("application driver: {e}")),
-            Err(_) => error = Some("an application thread panicked".to_owned()),
-        }
-    }
-    if let Some(e) = apps.iter().find_map(|a| lock(a).error().map(str::to_owned)) {
-        error = Some(e);
-    }
-    Ok((error, start.elapsed()))
 }
 
 /// The in-memory backend.
@@ -244,9 +81,6 @@ impl std::fmt::Debug for Connected {
             .finish_non_exhaustive()
     }
 }
-
-/// The PSNs the two NICs' QPs start at.
-const PSNS: [u32; 2] = [100, 200];
 
 impl Connected {
     /// Both ends of every QP, from NIC 0's side.

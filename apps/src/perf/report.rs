@@ -15,7 +15,8 @@ use super::app::{PerfApp, lock};
 use super::backend::{CheckResult, FabricInfo, PeriodReport, QpAddress};
 use super::counters::Snapshot;
 use super::measure::{BwResult, LatResult, Row};
-use super::settings::{BackendKind, BwUnits, OutputFigure, Settings, TestKind, fmt_duration};
+use super::settings::{BackendKind, BwUnits, OutputFigure, Settings, TestKind};
+use crate::units::fmt_duration;
 
 /// perftest's separator line.
 pub const RULE: &str =

@@ -9,74 +9,21 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context as _;
 use mrc_sim::{ConnOpts, Fault, RunLimit, Sim, SimConfig, SimTime};
 use mrc_srv6::plan::{HostId, LinkTier, Plan};
-use mrc_transport::cc::{CcProfile, DcqcnConfig, NsccConfig};
 use mrc_transport::verbs::{MrKeys, QpCap, Qpn, RecvWr, SendWr, VerbsError, WorkCompletion};
-use mrc_transport::{Duration, EndpointConfig, Instant};
+use mrc_transport::{Duration, Instant};
 
 use super::app::{PerfApp, QpWiring, lock};
 use super::backend::{
     Addresses, BUFFER_IOVA, FabricInfo, Hooks, QpAddress, SizeOutcome, WrapMemory, app_params,
-    finish_checks, host_memory, layout, roles,
+    finish_checks, host_memory, layout, profiles, roles,
 };
 use super::check::SharedDest;
 use super::counters::{HostCounters, Snapshot};
-use super::faults;
 use super::live::Live;
+use super::plan::{ends, load_plan};
 use super::report::Periods;
 use super::settings::{CcChoice, Settings};
-
-/// The built-in fabric: `planes` planes, 2 racks, 2 spines, 2 hosts per rack.
-pub fn builtin_plan_toml(planes: u8) -> String {
-    format!(
-        "name = \"perf-{planes}-plane\"\nplanes = {planes}\nt0_per_plane = 2\nt1_per_plane = 2\n\
-         hosts_per_t0 = 2\nusid_block = \"fcbb:bb00::/32\"\nhost_usids = \"downlink\"\n\
-         mtu = 9000\n\n[links.host]\nspeed_gbps = 100\nlatency_ns = 200\n\n\
-         [links.fabric]\nspeed_gbps = 100\nlatency_ns = 500\n"
-    )
-}
-
-/// Default number of planes of the built-in fabric.
-pub const DEFAULT_PLANES: u8 = 4;
-
-/// The plan of a run: `--plan` (a file or a built-in name) or the built-in fabric.
-pub fn load_plan(s: &Settings) -> anyhow::Result<Plan> {
-    let plan = if let Some(p) = &s.plan {
-        Plan::load_or_builtin(p).map_err(|e| crate::usage!("--plan {p}: {e:#}"))?
-    } else {
-        let planes = s.planes.unwrap_or(DEFAULT_PLANES);
-        if !(1..=8).contains(&planes) {
-            crate::bail_usage!("--planes {planes}: the built-in fabric has 1 to 8 planes");
-        }
-        Plan::from_toml(&builtin_plan_toml(planes), "<built-in perf fabric>")?
-    };
-    if let (Some(want), Some(_)) = (s.planes, &s.plan)
-        && want != plan.planes()
-    {
-        crate::bail_usage!(
-            "--planes {want} does not match plan {:?}, which has {} planes (drop --planes or edit the plan)",
-            plan.name(),
-            plan.planes()
-        );
-    }
-    if plan.host_count() < 2 {
-        crate::bail_usage!(
-            "plan {:?} has {} host(s): a perf test needs two",
-            plan.name(),
-            plan.host_count()
-        );
-    }
-    Ok(plan)
-}
-
-/// The two ends: host 0 and the first host of the next rack (or host 1 in a one-rack plan).
-pub fn ends(plan: &Plan) -> (u32, u32) {
-    let server = if plan.t0_per_plane() > 1 {
-        plan.host_at(1, 0).0
-    } else {
-        1
-    };
-    (0, server)
-}
+use crate::faults;
 
 /// The simulator backend.
 #[derive(Debug)]
@@ -397,33 +344,6 @@ fn sim_config(s: &Settings) -> SimConfig {
     }
 }
 
-/// The CC profile (`--cc`) and EV profile (`--evs`) every QP uses (profile 0 of each), and
-/// the payload MTU (`-m`) where it is no larger than what the configuration carries (a
-/// plan's MTU caps it; the backend refuses an `-m` it could not honour).
-fn profiles(cc: CcChoice, evs: Option<u16>, mtu: Option<u32>, ec: &mut EndpointConfig) {
-    if let Some(m) = mtu
-        && m <= ec.payload_mtu
-    {
-        ec.payload_mtu = m;
-    }
-    ec.cc_profiles = vec![match cc {
-        CcChoice::Nscc => CcProfile::Nscc(NsccConfig::default()),
-        CcChoice::Fixed => CcProfile::Fixed { window_bytes: None },
-        CcChoice::Roce => CcProfile::Dcqcn(DcqcnConfig::default()),
-    }];
-    if let Some(n) = evs {
-        let p = &mut ec.ev_profiles[0];
-        p.evs_per_plane = n;
-        p.active_per_plane = p.active_per_plane.min(n);
-        p.floor_per_plane = p.floor_per_plane.min(p.active_per_plane);
-    }
-}
-
-/// [`profiles`] from the settings.
-pub fn apply_profiles(s: &Settings, ec: &mut EndpointConfig) {
-    profiles(s.cc, s.evs, s.perftest.mtu, ec);
-}
-
 /// How long a size should take in virtual time, ns: the bytes over the hosts' line rate, or
 /// the duration, or round trips of a few microseconds.
 fn expected_ns(s: &Settings, plan: &Plan, size: u64) -> u64 {
@@ -572,20 +492,6 @@ mod tests {
             let ran: Vec<u32> = o.counters.hosts[h].qps.iter().map(|q| q.qpn).collect();
             let shown: Vec<u32> = side.iter().map(|x| x.qpn).collect();
             assert_eq!(ran, shown, "host {h}");
-        }
-    }
-
-    #[test]
-    fn builtin_plan_is_valid_for_every_plane_count() {
-        for planes in 1..=8 {
-            let p = Plan::from_toml(&builtin_plan_toml(planes), "t").unwrap();
-            assert_eq!(p.planes(), planes);
-            let (c, s) = ends(&p);
-            assert_ne!(
-                p.rack_of(HostId(c)),
-                p.rack_of(HostId(s)),
-                "the ends are in two racks"
-            );
         }
     }
 }

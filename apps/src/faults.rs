@@ -19,8 +19,8 @@ use mrc_sim::{Fault, FaultKind, Impairment, SimTime};
 use mrc_srv6::plan::{HostId, NodeId, Plan, SwitchId};
 use mrc_transport::Duration;
 
-use super::settings::parse_duration;
 use crate::tool::Usage;
+use crate::units::parse_duration;
 
 fn usage(m: impl Into<String>) -> Usage {
     Usage(m.into())
