@@ -9,6 +9,7 @@
 //! the Prometheus text format (`prometheus-client`) from a tiny blocking server thread
 //! ([`server`]).
 
+pub mod counters;
 pub mod server;
 
 use std::sync::Mutex;
@@ -19,7 +20,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::perf::counters::{Snapshot, ev_state_value};
+use counters::{Snapshot, ev_state_value};
 
 type Labels = Vec<(String, String)>;
 
@@ -355,8 +356,8 @@ fn fill(reg: &mut Registry, snap: &Snapshot) {
 
 #[cfg(test)]
 mod tests {
+    use super::counters::HostCounters;
     use super::*;
-    use crate::perf::counters::HostCounters;
     use mrc_transport::stats::{EndpointStats, PlaneStats};
 
     #[test]
@@ -390,12 +391,12 @@ mod tests {
     /// A snapshot with one plane, one QP and one EV: every family has a series.
     fn full() -> Snapshot {
         let mut h = HostCounters::new(0, &[PlaneStats::default()], &[], EndpointStats::default());
-        h.qps.push(crate::perf::counters::QpRow {
+        h.qps.push(super::counters::QpRow {
             host: 0,
             qpn: 0x4000,
             stats: mrc_transport::stats::QpStats::default(),
         });
-        h.evs.push(crate::perf::counters::EvRow {
+        h.evs.push(super::counters::EvRow {
             host: 0,
             qpn: 0x4000,
             ev: 3,

@@ -12,9 +12,9 @@ use mrc_transport::verbs::Memory;
 use super::app::{AppParams, QpRecord};
 pub use super::check::{BUFFER_IOVA, CheckResult};
 use super::check::{CheckedMemory, Layout, SharedDest, lock_dest};
-use super::counters::Snapshot;
 use super::settings::{CcChoice, Settings, TestKind};
 use crate::metrics::Exporter;
+use crate::metrics::counters::Snapshot;
 
 /// Facts about the fabric and clock, for the settings block and the JSON document.
 #[derive(Debug, Clone, serde::Serialize)]

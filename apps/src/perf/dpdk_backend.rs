@@ -32,12 +32,12 @@ use super::backend::{
     layout, roles,
 };
 use super::check::SharedDest;
-use super::counters::Snapshot;
 use super::dpdk_plan::PlanEnds;
 use super::nic_backend::{
     LocalQps, PSNS, connect, create_qps, drive, endpoint_config, host_counters, nic_addr,
 };
 use super::settings::Settings;
+use crate::metrics::counters::Snapshot;
 use exchange::{
     EXCHANGE_TIMEOUT, Peer, connect_with_retry, mismatches, parameters, record_from, record_json,
 };

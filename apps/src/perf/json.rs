@@ -6,9 +6,9 @@
 use serde_json::{Value, json};
 
 use super::backend::{CheckResult, FabricInfo};
-use super::counters::Snapshot;
 use super::measure::Row;
 use super::settings::Settings;
+use crate::metrics::counters::Snapshot;
 
 fn on_off(b: bool) -> &'static str {
     if b { "ON" } else { "OFF" }
@@ -99,7 +99,8 @@ pub fn document(
             })
         })
         .collect();
-    let evs: Vec<&super::counters::EvRow> = snap.hosts.iter().flat_map(|h| &h.evs).collect();
+    let evs: Vec<&crate::metrics::counters::EvRow> =
+        snap.hosts.iter().flat_map(|h| &h.evs).collect();
     json!({
         "test_info": {
             "test": s.test.name(),

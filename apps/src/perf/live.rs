@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use super::counters::Snapshot;
+use crate::metrics::counters::Snapshot;
 
 /// Live per-plane bandwidth on stderr, one line per sample.
 #[derive(Debug)]

@@ -17,11 +17,11 @@ use super::backend::{
     layout, roles,
 };
 use super::check::SharedDest;
-use super::counters::Snapshot;
 use super::nic_backend::{
     LocalQps, PSNS, connect, create_qps, drive, endpoint_config, host_counters, nic_addr,
 };
 use super::settings::Settings;
+use crate::metrics::counters::Snapshot;
 
 /// Planes of the in-memory fabric unless `--planes` says otherwise.
 pub const DEFAULT_PLANES: u8 = 4;

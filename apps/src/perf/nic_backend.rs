@@ -18,10 +18,10 @@ use mrc_transport::{Duration, EndpointConfig, PathMode, PortConfig};
 use super::app::{PerfApp, SharedApp, lock};
 use super::backend::{BUFFER_IOVA, Hooks, apply_profiles, host_memory, layout};
 use super::check::SharedDest;
-use super::counters::{HostCounters, Snapshot};
 use super::live::Live;
 use super::report::Periods;
 use super::settings::Settings;
+use crate::metrics::counters::{HostCounters, Snapshot};
 
 /// The PSNs the QPs of each side start at (client, server).
 pub const PSNS: [u32; 2] = [100, 200];

@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use super::app::{PerfApp, lock};
 use super::backend::{CheckResult, FabricInfo, PeriodReport, QpAddress};
-use super::counters::Snapshot;
 use super::measure::{BwResult, LatResult, Row};
 use super::settings::{BackendKind, BwUnits, OutputFigure, Settings, TestKind};
+use crate::metrics::counters::Snapshot;
 use crate::units::fmt_duration;
 
 /// perftest's separator line.
@@ -317,7 +317,7 @@ pub fn plane_table(snap: &Snapshot) -> String {
         " plane  tx_bytes        delivered_bytes  share   retx     trims    NACKs    ECN      \
          losses   EV_changes  EVs_retired  port_down"
     );
-    let mut total = super::counters::PlaneRow::default();
+    let mut total = crate::metrics::counters::PlaneRow::default();
     for r in &rows {
         let share = if delivered > 0 {
             r.rx_bytes as f64 * 100.0 / delivered as f64

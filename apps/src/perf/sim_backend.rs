@@ -18,12 +18,12 @@ use super::backend::{
     finish_checks, host_memory, layout, profiles, roles,
 };
 use super::check::SharedDest;
-use super::counters::{HostCounters, Snapshot};
 use super::live::Live;
 use super::plan::{ends, load_plan};
 use super::report::Periods;
 use super::settings::{CcChoice, Settings};
 use crate::faults;
+use crate::metrics::counters::{HostCounters, Snapshot};
 
 /// The simulator backend.
 #[derive(Debug)]
