@@ -5,7 +5,8 @@
 //!   are re-exported from smoltcp's wire module rather than written again.
 //! - [`plan`]: the multi-plane two-tier fabric plan (planes, T0/T1 switches, hosts, the uSID
 //!   allocation) that names every path between two hosts and emits the Linux configuration of
-//!   the kernel switches used in interop tests.
+//!   the kernel switches used in interop tests. Reading a plan from TOML (serde, toml) is the
+//!   `toml` feature, on by default; the engine (mrc-transport) goes without it.
 //!
 //! No clock, socket, thread or `unsafe` here.
 #![forbid(unsafe_code)]

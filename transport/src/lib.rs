@@ -2,6 +2,9 @@
 //!
 //! No clock, socket, thread, DPDK or `unsafe` here: time comes in as [`Instant`] arguments,
 //! packets as byte slices, and everything the engine wants to send is drained by the caller.
+//!
+//! The deterministic test harness (module `harness`) sits behind the `harness` feature (off by
+//! default; this crate's tests turn it on): it is not part of the production library.
 #![forbid(unsafe_code)]
 
 pub mod app;
@@ -11,6 +14,7 @@ mod ctx;
 mod endpoint;
 pub mod ev;
 mod event;
+#[cfg(feature = "harness")]
 pub mod harness;
 mod qp;
 pub mod reliability;

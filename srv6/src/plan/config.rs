@@ -1,5 +1,6 @@
-//! Reading a plan from TOML: the file schema, and checks that say what to fix (file, line,
-//! field) for both syntax errors (toml's spans) and semantic ones (limits, block, MTU).
+//! Reading a plan from TOML (feature `toml`): the built-in plans, the file schema, and checks
+//! that say what to fix (file, line, field) for both syntax errors (toml's spans) and semantic
+//! ones (limits, block, MTU).
 
 use core::fmt;
 use core::net::Ipv6Addr;
@@ -13,6 +14,10 @@ use super::alloc::{
     MAX_GLOBAL_HOSTS, MAX_HOSTS_PER_T0, MAX_PLANES, MAX_T0_PER_PLANE, MAX_T1_PER_PLANE,
 };
 use super::{HostMode, LinkParams, Plan, QueueParams};
+
+/// The built-in default plan (`plans/small.toml`): 2 planes × 2 T0 × 2 T1 × 2 hosts per T0,
+/// global host uSIDs, so the Linux fabric works.
+pub const SMALL_PLAN_TOML: &str = include_str!("small.toml");
 
 /// Bytes of headers in front of the payload of the largest MRC frame in SRv6 mode, without
 /// Ethernet: outer IPv6 40 + SRH 24 + inner IPv6 40 + UDP 8 + BTH 12 + METH 4 + TSETH 4 +
@@ -238,6 +243,20 @@ fn link_params(src: &Source<'_>, tier: &str, raw: &RawLink) -> Result<LinkParams
 }
 
 impl Plan {
+    /// A built-in plan by name (`small`).
+    pub fn builtin(name: &str) -> Option<Self> {
+        match name {
+            "small" => Some(
+                Self::from_toml(SMALL_PLAN_TOML, "<builtin small>")
+                    .expect("the built-in plan is valid"),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Names of the built-in plans.
+    pub const BUILTINS: &'static [&'static str] = &["small"];
+
     /// Parse and check a plan. `path` names the source in errors (a file name, or
     /// `<builtin small>`); the plan's name defaults to the file stem.
     pub fn from_toml(text: &str, path: &str) -> Result<Self, PlanError> {

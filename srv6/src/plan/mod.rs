@@ -1,6 +1,7 @@
 //! The fabric plan: a multi-plane two-tier Clos (brief §5.4) described by a TOML file, with the
 //! uSID allocation (docs/PROTOCOL.md "uSID addressing") that names every switch, every path
-//! between two hosts and every switch's static forwarding table.
+//! between two hosts and every switch's static forwarding table. Reading the TOML (`config.rs`)
+//! is the `toml` feature, on by default.
 //!
 //! - Every host has one port per plane; port `p` connects to T0(`p`, rack of the host) on the
 //!   T0's downlink `k` (the host's position in its rack).
@@ -26,20 +27,18 @@ use core::str::FromStr;
 use crate::wire::{Usid, UsidFormat};
 
 pub mod alloc;
+#[cfg(feature = "toml")]
 mod config;
 mod linux;
 mod path;
 mod table;
 
 pub use alloc::UsidOwner;
-pub use config::PlanError;
+#[cfg(feature = "toml")]
+pub use config::{PlanError, SMALL_PLAN_TOML};
 pub use linux::LinuxError;
 pub use path::{Hop, MAX_PATH_HOPS, Path, PathError};
 pub use table::{DropReason, Forward, Route, RouteAction, Trace, TraceEnd};
-
-/// The built-in default plan (`plans/small.toml`): 2 planes × 2 T0 × 2 T1 × 2 hosts per T0,
-/// global host uSIDs, so the Linux fabric works.
-pub const SMALL_PLAN_TOML: &str = include_str!("small.toml");
 
 /// A host, numbered rack by rack: host `h` sits in rack `h / hosts_per_t0` on downlink
 /// `h % hosts_per_t0`.
@@ -148,8 +147,12 @@ impl FromStr for NodeId {
 }
 
 /// How the last uSID of a path names the destination host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "toml",
+    derive(serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum HostMode {
     /// The last uSID is the destination T0's local downlink uSID: scales to 131 072 hosts.
     Downlink,
@@ -198,8 +201,8 @@ pub struct Link {
     pub params: LinkParams,
 }
 
-/// A validated fabric plan. Build it with [`Plan::from_toml`], [`Plan::load`] or
-/// [`Plan::builtin`].
+/// A validated fabric plan. Build it with `Plan::from_toml`, `Plan::load` or `Plan::builtin`
+/// (feature `toml`, on by default).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub(crate) name: String,
@@ -214,24 +217,11 @@ pub struct Plan {
     pub(crate) mtu: u32,
     pub(crate) host_link: LinkParams,
     pub(crate) fabric_link: LinkParams,
+    #[cfg(feature = "toml")]
     pub(crate) sim: toml::Table,
 }
 
 impl Plan {
-    /// A built-in plan by name (`small`).
-    pub fn builtin(name: &str) -> Option<Self> {
-        match name {
-            "small" => Some(
-                Self::from_toml(SMALL_PLAN_TOML, "<builtin small>")
-                    .expect("the built-in plan is valid"),
-            ),
-            _ => None,
-        }
-    }
-
-    /// Names of the built-in plans.
-    pub const BUILTINS: &'static [&'static str] = &["small"];
-
     /// The plan's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -296,6 +286,7 @@ impl Plan {
     }
 
     /// The free-form `[sim]` table of the plan file (empty if absent), for the simulator.
+    #[cfg(feature = "toml")]
     pub fn sim(&self) -> &toml::Table {
         &self.sim
     }
@@ -465,5 +456,6 @@ impl Plan {
     }
 }
 
-#[cfg(test)]
+// Every test builds its plan from TOML.
+#[cfg(all(test, feature = "toml"))]
 mod tests;
