@@ -8,7 +8,7 @@ use std::sync::Arc;
 use mrc_srv6::wire::EthernetAddress;
 
 use crate::cc::CcProfile;
-use crate::ev::PathSource;
+use crate::path::PathSource;
 use crate::time::Duration;
 use crate::wire::WireConfig;
 

@@ -16,6 +16,7 @@ pub mod ev;
 mod event;
 #[cfg(feature = "harness")]
 pub mod harness;
+mod path;
 mod qp;
 pub mod reliability;
 mod rng;

@@ -6,10 +6,8 @@
 //! congestion control elsewhere, but never change an EV's state.
 
 use super::{EvId, Paths, Retire};
-use crate::ctx::Ctx;
-use crate::event::Event;
 use crate::rng::Rng;
-use crate::stats::QpStats;
+use crate::stats::{PlaneStats, QpStats};
 use crate::time::{Duration, Instant};
 
 /// What happened to an EV (or to every EV of a plane).
@@ -56,7 +54,7 @@ impl Paths {
         now: Instant,
         rng: &mut Rng,
         stats: &mut QpStats,
-        ctx: &mut Ctx<'_>,
+        planes: &mut [PlaneStats],
     ) {
         let health = !self.gbn;
         match event {
@@ -77,7 +75,7 @@ impl Paths {
             EvEvent::EcnEcho { ev } => {
                 self.table.stats_mut(ev).ecn += 1;
                 stats.ecn_echoes += 1;
-                if let Some(p) = ctx.plane(self.table.ev(ev).plane) {
+                if let Some(p) = plane(planes, self.table.ev(ev).plane) {
                     p.ecn += 1;
                 }
                 if health {
@@ -92,23 +90,23 @@ impl Paths {
             }
             // §3.3, §5.3: a trim in the fabric → SKIP; the packet is resent elsewhere (§2.10).
             EvEvent::Trimmed { ev } => {
-                self.count_nack(ev, true, ctx);
+                self.count_nack(ev, true, planes);
                 if health {
                     self.table.skip(ev);
                 }
             }
             // §3.3, §4.3: a last-hop trim is incast at the destination, not the path's fault.
-            EvEvent::TrimmedLastHop { ev } => self.count_nack(ev, true, ctx),
+            EvEvent::TrimmedLastHop { ev } => self.count_nack(ev, true, planes),
             // §2.10: other NACKs are about the responder, not the path.
-            EvEvent::Nacked { ev } => self.count_nack(ev, false, ctx),
+            EvEvent::Nacked { ev } => self.count_nack(ev, false, planes),
             // §3.6, §3.7: a hole may be reordering; only repeated first transmissions lost on
             // the EV with nothing delivered between are a silent loss, a path failure.
             EvEvent::InferredLoss { ev, first } => {
-                if let Some(p) = ctx.plane(self.plane_of(ev)) {
+                if let Some(p) = plane(planes, self.plane_of(ev)) {
                     p.inferred_losses += 1;
                 }
                 if self.table.on_inferred_loss(ev, first) && health {
-                    self.path_failure(ev, now, rng, stats, ctx);
+                    self.path_failure(ev, now, rng, stats);
                 }
             }
             // §3.3, §3.7: a timeout with no SACK and no trim is the strongest evidence: the EV
@@ -116,11 +114,11 @@ impl Paths {
             EvEvent::Timeout { ev } => {
                 self.table.stats_mut(ev).timeouts += 1;
                 stats.timeouts += 1;
-                if let Some(p) = ctx.plane(self.plane_of(ev)) {
+                if let Some(p) = plane(planes, self.plane_of(ev)) {
                     p.timeouts += 1;
                 }
                 if health {
-                    self.path_failure(ev, now, rng, stats, ctx);
+                    self.path_failure(ev, now, rng, stats);
                 }
             }
             // §2.11, §3.3: enough answered probes in a row bring a retired EV back as GOOD.
@@ -143,42 +141,45 @@ impl Paths {
         }
     }
 
+    /// Whether the last event redrew every EV (an ECMP remap), once.
+    pub(crate) fn take_remap(&mut self) -> bool {
+        core::mem::take(&mut self.remapped)
+    }
+
     fn plane_of(&self, ev: EvId) -> u8 {
         self.table.get(ev).map_or(0, |e| e.plane)
     }
 
-    fn count_nack(&mut self, ev: EvId, trim: bool, ctx: &mut Ctx<'_>) {
+    fn count_nack(&mut self, ev: EvId, trim: bool, planes: &mut [PlaneStats]) {
         let s = self.table.stats_mut(ev);
         if trim {
             s.trims += 1;
         } else {
             s.nacks += 1;
         }
-        if let Some(p) = ctx.plane(self.table.ev(ev).plane) {
+        if let Some(p) = plane(planes, self.table.ev(ev).plane) {
             p.trims += u64::from(trim);
             p.nacks += u64::from(!trim);
         }
     }
 
     /// A silent loss on `ev` (§3.3): in ECMP mode first ask whether it completes a burst, a
-    /// remap of the fabric's hashing (§8.2: every EV is drawn again); otherwise retire the EV
-    /// (ASSUMED_BAD, replaced from its plane's backups, §3.1's floor held).
-    fn path_failure(
-        &mut self,
-        ev: EvId,
-        now: Instant,
-        rng: &mut Rng,
-        stats: &mut QpStats,
-        ctx: &mut Ctx<'_>,
-    ) {
+    /// remap of the fabric's hashing (§8.2: every EV is drawn again, and the QP reports it:
+    /// [`Self::take_remap`]); otherwise retire the EV (ASSUMED_BAD, replaced from its plane's
+    /// backups, §3.1's floor held).
+    fn path_failure(&mut self, ev: EvId, now: Instant, rng: &mut Rng, stats: &mut QpStats) {
         if let Some(remap) = self.remap.as_mut()
             && remap.on_failure(now, ev)
         {
             self.table.rerandomize(rng);
             stats.remaps += 1;
-            ctx.events.push(Event::EcmpRemap { qpn: self.qpn });
+            self.remapped = true;
             return;
         }
         let _: Retire = self.table.retire(ev, now);
     }
+}
+
+fn plane(planes: &mut [PlaneStats], p: u8) -> Option<&mut PlaneStats> {
+    planes.get_mut(usize::from(p))
 }

@@ -10,14 +10,13 @@
 //! - [`RemapDetector`]: ECMP mode's reading of a burst of failures as a remap.
 
 mod health;
-mod path;
 mod paths;
 mod remap;
 mod selector;
 mod table;
 
+pub use crate::path::{PathSource, SrPath};
 pub(crate) use health::EvEvent;
-pub use path::{PathSource, SrPath};
 pub(crate) use paths::Paths;
 pub use remap::RemapDetector;
 pub use selector::{EvSelector, Recycle, SinglePath, Spray, build_selector};

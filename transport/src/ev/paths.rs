@@ -20,6 +20,8 @@ pub(crate) struct Paths {
     pub gbn: bool,
     /// The QP they belong to (named in the events they raise).
     pub qpn: Qpn,
+    /// An ECMP remap redrew every EV, not reported yet.
+    pub(super) remapped: bool,
 }
 
 impl Paths {
@@ -73,6 +75,7 @@ impl Paths {
             remap: ecmp.then(|| RemapDetector::new(profile.remap_burst, profile.remap_window)),
             gbn,
             qpn,
+            remapped: false,
         })
     }
 

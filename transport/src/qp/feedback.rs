@@ -63,7 +63,7 @@ impl Qp {
             .take_rtt_samples(now, echoed.zip(rtt), MAX_RTT_SAMPLE);
         if let Some(ev) = echoed {
             for event in verdict_events(ev, seth) {
-                c.paths.react(event, now, rng, stats, ctx);
+                c.paths.react(event, now, rng, stats, ctx.planes);
             }
         }
         if acked.newly_acked_packets > 0 {
@@ -93,7 +93,7 @@ impl Qp {
         stats.nacks_received.count(neth.reason);
         if let Some(ev) = c.paths.lookup(neth.entropy) {
             c.paths
-                .react(nack_event(ev, neth.reason), now, rng, stats, ctx);
+                .react(nack_event(ev, neth.reason), now, rng, stats, ctx.planes);
         }
         if let Some(status) = fatal_status(neth) {
             self.fail(status, Some(wr), ctx);
@@ -148,7 +148,7 @@ impl Qp {
         let (paths, now) = (&mut c.paths, ctx.now);
         c.req.flight.on_sack(end, end, 0, &mut |_, e| {
             let event = EvEvent::DeliveredByAck { ev: e.ev };
-            paths.react(event, now, rng, stats, ctx);
+            paths.react(event, now, rng, stats, ctx.planes);
         });
         if let Some(slot) = ctx.ccs.get_mut(c.req.cc) {
             c.req.sync_cc(slot);
@@ -215,7 +215,7 @@ impl super::Connection {
                     first: e.tx_count == 1,
                     clean: !(ecn && Some(e.ev) == echoed),
                 };
-                paths.react(event, now, rng, stats, ctx);
+                paths.react(event, now, rng, stats, ctx.planes);
             })
     }
 }

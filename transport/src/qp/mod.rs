@@ -396,7 +396,8 @@ impl Qp {
             for p in 0..c.paths.table.planes() as u8 {
                 if c.remote_up & (1 << p) == 0 {
                     let e = EvEvent::PeerPortUnconfirmed { plane: p };
-                    c.paths.react(e, now, &mut self.rng, &mut self.stats, ctx);
+                    c.paths
+                        .react(e, now, &mut self.rng, &mut self.stats, ctx.planes);
                 }
             }
             c.remote_up = u32::MAX;

@@ -12,6 +12,7 @@ use super::{Parts, Qp, TxOutcome};
 use crate::config::EndpointConfig;
 use crate::ctx::{CcSlot, Ctx};
 use crate::ev::{EvEvent, EvTable};
+use crate::event::Event;
 use crate::reliability::loss::{LossDeadlines, LossDetection};
 use crate::reliability::psn::psn_of;
 use crate::reliability::{Flight, FlightEntry, RetryBudget, RetryVerdict};
@@ -367,7 +368,7 @@ impl Qp {
         };
         let timeout = c.req.probe_timeout();
         let e = EvEvent::ProbesOverdue { timeout };
-        c.paths.react(e, now, rng, stats, ctx);
+        c.paths.react(e, now, rng, stats, ctx.planes);
         self.infer_losses(now, ctx);
         self.time_out_packets(now, ctx);
         let Some(Parts { c, stats, .. }) = self.parts() else {
@@ -459,7 +460,10 @@ impl Qp {
                     first: e.tx_count == 1,
                 }
             };
-            c.paths.react(event, now, rng, stats, ctx);
+            c.paths.react(event, now, rng, stats, ctx.planes);
+            if c.paths.take_remap() {
+                ctx.events.push(Event::EcmpRemap { qpn: c.paths.qpn });
+            }
             if let Some(slot) = ctx.ccs.get_mut(req.cc) {
                 slot.ctrl.on_loss(now, req.flight.nominal(e.len));
             }
