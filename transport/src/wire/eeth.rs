@@ -69,11 +69,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EethPacket<T> {
     pub fn timestamp_mut(&mut self) -> TsethPacket<&mut [u8]> {
         TsethPacket::new_unchecked(&mut self.buffer.as_mut()[field::TIMESTAMP])
     }
-    /// Set the service time; the reserved tail after it becomes zero.
+    /// Zero the reserved bytes 16..36.
+    pub fn clear_reserved(&mut self) {
+        self.buffer.as_mut()[field::RESERVED_TAIL].fill(0);
+    }
+    /// Set the service time.
     pub fn set_service_time_ns(&mut self, v: u32) {
-        let b = self.buffer.as_mut();
-        be::set_u32(b, field::SERVICE_TIME, v);
-        b[field::RESERVED_TAIL].fill(0);
+        be::set_u32(self.buffer.as_mut(), field::SERVICE_TIME, v);
     }
 }
 
@@ -109,6 +111,7 @@ impl EethRepr {
     }
     /// Write the header.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut EethPacket<T>) {
+        p.clear_reserved();
         let mut c = ExtPrefix::new_unchecked(p.buffer.as_mut());
         c.set_op_bits(self.op.bits());
         c.set_port_status_mask(self.port_status_mask);
