@@ -12,26 +12,29 @@
 //! ```
 //!
 //! The transcriptions give "op + reflected timestamp + reserved words" and 36 bytes; the mask
-//! and the service time (the API's `adj_svc_time` needs it) are our layout \[I\].
+//! and the service time (the API's `adj_svc_time` needs it) are our layout \[I\]. The operation
+//! and the mask are the common fields of `ext` (shared with the ERTH); bytes 8..12 are the
+//! TSETH layout (viewed as a [`TsethPacket`]).
 
 use core::fmt;
 
 use super::erth::EndpointOp;
+use super::ext::ExtPrefix;
+use super::tseth::TsethPacket;
 use super::{Result, be, check_len};
 
 /// Length of the EETH.
 pub const EETH_LEN: usize = 36;
 
 mod field {
-    pub const OP: usize = 0;
-    pub const PORT_STATUS_MASK: usize = 4;
-    pub const TX_TIMESTAMP: usize = 8;
-    pub const TS_FLAGS: usize = 10;
+    use core::ops::Range;
+    pub const TIMESTAMP: Range<usize> = 8..12;
     pub const SERVICE_TIME: usize = 12;
-    pub const RESERVED_TAIL: core::ops::Range<usize> = 16..36;
+    pub const RESERVED_TAIL: Range<usize> = 16..36;
 }
 
-/// A read/write view of an EETH.
+/// A read/write view of an EETH. The operation and the port status mask are the common fields
+/// of `ext::ExtPrefix`; the view has the EETH's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EethPacket<T: AsRef<[u8]>> {
     buffer: T,
@@ -51,25 +54,9 @@ impl<T: AsRef<[u8]>> EethPacket<T> {
     pub fn into_inner(self) -> T {
         self.buffer
     }
-    /// Operation answered.
-    pub fn op(&self) -> EndpointOp {
-        EndpointOp::from_bits(self.buffer.as_ref()[field::OP] >> 6)
-    }
-    /// The responder's up ports.
-    pub fn port_status_mask(&self) -> u32 {
-        be::u32_at(self.buffer.as_ref(), field::PORT_STATUS_MASK)
-    }
-    /// Reflected request timestamp (128 ns units).
-    pub fn tx_timestamp(&self) -> u16 {
-        be::u16_at(self.buffer.as_ref(), field::TX_TIMESTAMP)
-    }
-    /// TSR flag.
-    pub fn tsr(&self) -> bool {
-        be::u16_at(self.buffer.as_ref(), field::TS_FLAGS) & 0x8000 != 0
-    }
-    /// Timestamp format type (4 bits).
-    pub fn format_type(&self) -> u8 {
-        (be::u16_at(self.buffer.as_ref(), field::TS_FLAGS) & 0x000f) as u8
+    /// The reflected request timestamp, TSR and format type (the TSETH layout).
+    pub fn timestamp(&self) -> TsethPacket<&[u8]> {
+        TsethPacket::new_unchecked(&self.buffer.as_ref()[field::TIMESTAMP])
     }
     /// Nanoseconds the responder held the request.
     pub fn service_time_ns(&self) -> u32 {
@@ -78,23 +65,13 @@ impl<T: AsRef<[u8]>> EethPacket<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EethPacket<T> {
-    /// Set the operation; every reserved byte becomes zero.
-    pub fn set_op(&mut self, op: EndpointOp) {
-        let b = self.buffer.as_mut();
-        b[0..4].fill(0);
-        b[field::RESERVED_TAIL].fill(0);
-        b[field::OP] = op.bits() << 6;
+    /// The timestamp block, to write.
+    pub fn timestamp_mut(&mut self) -> TsethPacket<&mut [u8]> {
+        TsethPacket::new_unchecked(&mut self.buffer.as_mut()[field::TIMESTAMP])
     }
-    /// Set the port status mask.
-    pub fn set_port_status_mask(&mut self, v: u32) {
-        be::set_u32(self.buffer.as_mut(), field::PORT_STATUS_MASK, v);
-    }
-    /// Set the reflected timestamp, TSR and format type.
-    pub fn set_timestamp(&mut self, ts: u16, tsr: bool, format_type: u8) {
-        let b = self.buffer.as_mut();
-        be::set_u16(b, field::TX_TIMESTAMP, ts);
-        let w = if tsr { 0x8000 } else { 0 } | (u16::from(format_type) & 0x000f);
-        be::set_u16(b, field::TS_FLAGS, w);
+    /// Zero the reserved bytes 16..36.
+    pub fn clear_reserved(&mut self) {
+        self.buffer.as_mut()[field::RESERVED_TAIL].fill(0);
     }
     /// Set the service time.
     pub fn set_service_time_ns(&mut self, v: u32) {
@@ -117,12 +94,14 @@ pub struct EethRepr {
 impl EethRepr {
     /// Parse a checked view.
     pub fn parse<T: AsRef<[u8]>>(p: &EethPacket<T>) -> Result<Self> {
+        let c = ExtPrefix::new_unchecked(p.buffer.as_ref());
+        let ts = p.timestamp();
         Ok(Self {
-            op: p.op(),
-            port_status_mask: p.port_status_mask(),
-            tx_timestamp: p.tx_timestamp(),
-            tsr: p.tsr(),
-            format_type: p.format_type(),
+            op: EndpointOp::from_bits(c.op_bits()),
+            port_status_mask: c.port_status_mask(),
+            tx_timestamp: ts.tx_timestamp(),
+            tsr: ts.tsr(),
+            format_type: ts.format_type(),
             service_time_ns: p.service_time_ns(),
         })
     }
@@ -132,9 +111,13 @@ impl EethRepr {
     }
     /// Write the header.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut EethPacket<T>) {
-        p.set_op(self.op);
-        p.set_port_status_mask(self.port_status_mask);
-        p.set_timestamp(self.tx_timestamp, self.tsr, self.format_type);
+        p.clear_reserved();
+        let mut c = ExtPrefix::new_unchecked(p.buffer.as_mut());
+        c.set_op_bits(self.op.bits());
+        c.set_port_status_mask(self.port_status_mask);
+        let mut ts = p.timestamp_mut();
+        ts.set_tx_timestamp(self.tx_timestamp);
+        ts.set_flags(self.tsr, self.format_type);
         p.set_service_time_ns(self.service_time_ns);
     }
 }

@@ -12,11 +12,14 @@
 //! ```
 //!
 //! Offsets of the mask and the timestamp are our layout \[I\]: the transcriptions list the
-//! fields and the total size only.
+//! fields and the total size only. The operation and the mask are the common fields of `ext`
+//! (shared with the EETH); bytes 12..16 are the TSETH layout (viewed as a [`TsethPacket`]).
 
 use core::fmt;
 
-use super::{Result, be, check_len};
+use super::ext::ExtPrefix;
+use super::tseth::TsethPacket;
+use super::{Result, check_len};
 
 /// Length of the ERTH.
 pub const ERTH_LEN: usize = 16;
@@ -65,13 +68,13 @@ impl fmt::Display for EndpointOp {
 }
 
 mod field {
-    pub const OP: usize = 0;
-    pub const PORT_STATUS_MASK: usize = 4;
-    pub const TX_TIMESTAMP: usize = 12;
-    pub const TS_FLAGS: usize = 14;
+    use core::ops::Range;
+    pub const RESERVED: Range<usize> = 8..12;
+    pub const TIMESTAMP: Range<usize> = 12..16;
 }
 
-/// A read/write view of an ERTH.
+/// A read/write view of an ERTH. The operation and the port status mask are the common fields
+/// of `ext::ExtPrefix`; the view has the ERTH's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ErthPacket<T: AsRef<[u8]>> {
     buffer: T,
@@ -91,46 +94,20 @@ impl<T: AsRef<[u8]>> ErthPacket<T> {
     pub fn into_inner(self) -> T {
         self.buffer
     }
-    /// Operation.
-    pub fn op(&self) -> EndpointOp {
-        EndpointOp::from_bits(self.buffer.as_ref()[field::OP] >> 6)
-    }
-    /// One bit per local port, bit i = port i+1 up.
-    pub fn port_status_mask(&self) -> u32 {
-        be::u32_at(self.buffer.as_ref(), field::PORT_STATUS_MASK)
-    }
-    /// Transmit timestamp (128 ns units).
-    pub fn tx_timestamp(&self) -> u16 {
-        be::u16_at(self.buffer.as_ref(), field::TX_TIMESTAMP)
-    }
-    /// TSR flag.
-    pub fn tsr(&self) -> bool {
-        be::u16_at(self.buffer.as_ref(), field::TS_FLAGS) & 0x8000 != 0
-    }
-    /// Timestamp format type (4 bits).
-    pub fn format_type(&self) -> u8 {
-        (be::u16_at(self.buffer.as_ref(), field::TS_FLAGS) & 0x000f) as u8
+    /// The transmit timestamp, TSR and format type (the TSETH layout).
+    pub fn timestamp(&self) -> TsethPacket<&[u8]> {
+        TsethPacket::new_unchecked(&self.buffer.as_ref()[field::TIMESTAMP])
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ErthPacket<T> {
-    /// Set the operation; the reserved bytes 0..4 and 8..12 become zero.
-    pub fn set_op(&mut self, op: EndpointOp) {
-        let b = self.buffer.as_mut();
-        b[0..4].fill(0);
-        b[8..12].fill(0);
-        b[field::OP] = op.bits() << 6;
+    /// Zero the reserved bytes 8..12.
+    pub fn clear_reserved(&mut self) {
+        self.buffer.as_mut()[field::RESERVED].fill(0);
     }
-    /// Set the port status mask.
-    pub fn set_port_status_mask(&mut self, v: u32) {
-        be::set_u32(self.buffer.as_mut(), field::PORT_STATUS_MASK, v);
-    }
-    /// Set the timestamp, TSR and format type.
-    pub fn set_timestamp(&mut self, ts: u16, tsr: bool, format_type: u8) {
-        let b = self.buffer.as_mut();
-        be::set_u16(b, field::TX_TIMESTAMP, ts);
-        let w = if tsr { 0x8000 } else { 0 } | (u16::from(format_type) & 0x000f);
-        be::set_u16(b, field::TS_FLAGS, w);
+    /// The timestamp block, to write.
+    pub fn timestamp_mut(&mut self) -> TsethPacket<&mut [u8]> {
+        TsethPacket::new_unchecked(&mut self.buffer.as_mut()[field::TIMESTAMP])
     }
 }
 
@@ -148,12 +125,14 @@ pub struct ErthRepr {
 impl ErthRepr {
     /// Parse a checked view.
     pub fn parse<T: AsRef<[u8]>>(p: &ErthPacket<T>) -> Result<Self> {
+        let c = ExtPrefix::new_unchecked(p.buffer.as_ref());
+        let ts = p.timestamp();
         Ok(Self {
-            op: p.op(),
-            port_status_mask: p.port_status_mask(),
-            tx_timestamp: p.tx_timestamp(),
-            tsr: p.tsr(),
-            format_type: p.format_type(),
+            op: EndpointOp::from_bits(c.op_bits()),
+            port_status_mask: c.port_status_mask(),
+            tx_timestamp: ts.tx_timestamp(),
+            tsr: ts.tsr(),
+            format_type: ts.format_type(),
         })
     }
     /// Bytes [`ErthRepr::emit`] writes.
@@ -162,9 +141,13 @@ impl ErthRepr {
     }
     /// Write the header.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut ErthPacket<T>) {
-        p.set_op(self.op);
-        p.set_port_status_mask(self.port_status_mask);
-        p.set_timestamp(self.tx_timestamp, self.tsr, self.format_type);
+        let mut c = ExtPrefix::new_unchecked(p.buffer.as_mut());
+        c.set_op_bits(self.op.bits());
+        c.set_port_status_mask(self.port_status_mask);
+        p.clear_reserved();
+        let mut ts = p.timestamp_mut();
+        ts.set_tx_timestamp(self.tx_timestamp);
+        ts.set_flags(self.tsr, self.format_type);
     }
 }
 

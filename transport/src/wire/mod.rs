@@ -5,6 +5,11 @@
 //! `buffer_len` and `emit`, and a `Display` that prints it like tcpdump. Wire codes are enums
 //! that keep an `Unknown(u8)` arm.
 //!
+//! The fields the extension headers SETH, NETH, PETH, ERTH and EETH share (type and next, vendor
+//! info, entropy, PDC identifiers, PSN, CC, endpoint op and port mask) are read and written once,
+//! by `ext::ExtPrefix`, which their reprs use; their timestamp blocks are TSETH-shaped and
+//! viewed as a [`TsethPacket`].
+//!
 //! On top of the headers:
 //! - [`WireConfig`]: the wire knobs of `docs/PROTOCOL.md` (UDP port, DSCPs, trim size, entropy
 //!   layout), defined once; the engine embeds it in its configuration.
@@ -22,6 +27,7 @@ pub mod config;
 pub mod eeth;
 pub mod entropy;
 pub mod erth;
+pub(crate) mod ext;
 pub mod frame;
 pub mod icrc;
 pub mod immdt;

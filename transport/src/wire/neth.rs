@@ -10,10 +10,14 @@
 //!  17      reserved (8)
 //!  18..20  tx_timestamp (16): the NACKed packet's TSETH timestamp, reflected
 //! ```
+//!
+//! Type/next, vendor info, entropy, the PDC identifiers, the PSN and CC are the common fields
+//! of `ext`; the reason, byte 17 and the timestamp are the NETH's own.
 
 use core::fmt;
 
-use super::{Result, U24_MASK, be, check_len};
+use super::ext::ExtPrefix;
+use super::{Result, be, check_len};
 
 /// Length of the NETH.
 pub const NETH_LEN: usize = 20;
@@ -101,21 +105,13 @@ impl fmt::Display for NackReason {
 }
 
 mod field {
-    /// type (4) | next (5) | reserved (7).
-    pub const FLAGS: usize = 0;
     pub const REASON: usize = 2;
-    pub const VENDOR_INFO: usize = 3;
-    pub const ENTROPY: usize = 4;
-    pub const SPDCID: usize = 8;
-    pub const DPDCID: usize = 10;
-    pub const RESERVED: usize = 12;
-    pub const NACK_PSN: usize = 13;
-    pub const CC: usize = 16;
     pub const RESERVED2: usize = 17;
     pub const TX_TIMESTAMP: usize = 18;
 }
 
-/// A read/write view of a NETH.
+/// A read/write view of a NETH. Type, next, vendor info, entropy, PDC identifiers, NACKed PSN
+/// and CC are the common fields of `ext::ExtPrefix`; the view has the NETH's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NethPacket<T: AsRef<[u8]>> {
     buffer: T,
@@ -135,45 +131,9 @@ impl<T: AsRef<[u8]>> NethPacket<T> {
     pub fn into_inner(self) -> T {
         self.buffer
     }
-    /// Header type (4 bits).
-    pub fn hdr_type(&self) -> u8 {
-        self.buffer.as_ref()[field::FLAGS] >> 4
-    }
-    /// Next-header code (5 bits).
-    pub fn next(&self) -> u8 {
-        ((be::u16_at(self.buffer.as_ref(), field::FLAGS) >> 7) & 0x1f) as u8
-    }
     /// NACK reason.
     pub fn reason(&self) -> NackReason {
         NackReason::from_u8(self.buffer.as_ref()[field::REASON])
-    }
-    /// Vendor-specific information.
-    pub fn vendor_info(&self) -> u8 {
-        self.buffer.as_ref()[field::VENDOR_INFO]
-    }
-    /// Reflected EV of the NACKed packet.
-    pub fn entropy(&self) -> u32 {
-        be::u32_at(self.buffer.as_ref(), field::ENTROPY)
-    }
-    /// Source connection identifier.
-    pub fn spdcid(&self) -> u16 {
-        be::u16_at(self.buffer.as_ref(), field::SPDCID)
-    }
-    /// Destination connection identifier.
-    pub fn dpdcid(&self) -> u16 {
-        be::u16_at(self.buffer.as_ref(), field::DPDCID)
-    }
-    /// The NACKed PSN (24 bits).
-    pub fn nack_psn(&self) -> u32 {
-        be::u24_at(self.buffer.as_ref(), field::NACK_PSN)
-    }
-    /// Congestion-control type (4 bits).
-    pub fn cc_type(&self) -> u8 {
-        self.buffer.as_ref()[field::CC] >> 4
-    }
-    /// Congestion-control flags (4 bits).
-    pub fn cc_flags(&self) -> u8 {
-        self.buffer.as_ref()[field::CC] & 0x0f
     }
     /// Reflected transmit timestamp (128 ns units).
     pub fn tx_timestamp(&self) -> u16 {
@@ -182,46 +142,15 @@ impl<T: AsRef<[u8]>> NethPacket<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> NethPacket<T> {
-    /// Set type and next (reserved bits become zero).
-    pub fn set_type_next(&mut self, hdr_type: u8, next: u8) {
-        let w = (u16::from(hdr_type & 0x0f) << 12) | (u16::from(next & 0x1f) << 7);
-        be::set_u16(self.buffer.as_mut(), field::FLAGS, w);
-    }
     /// Set the reason.
     pub fn set_reason(&mut self, r: NackReason) {
         self.buffer.as_mut()[field::REASON] = r.to_u8();
     }
-    /// Set the vendor information.
-    pub fn set_vendor_info(&mut self, v: u8) {
-        self.buffer.as_mut()[field::VENDOR_INFO] = v;
-    }
-    /// Set the reflected EV.
-    pub fn set_entropy(&mut self, v: u32) {
-        be::set_u32(self.buffer.as_mut(), field::ENTROPY, v);
-    }
-    /// Set the source connection identifier.
-    pub fn set_spdcid(&mut self, v: u16) {
-        be::set_u16(self.buffer.as_mut(), field::SPDCID, v);
-    }
-    /// Set the destination connection identifier.
-    pub fn set_dpdcid(&mut self, v: u16) {
-        be::set_u16(self.buffer.as_mut(), field::DPDCID, v);
-    }
-    /// Set the NACKed PSN (low 24 bits; the reserved byte becomes zero).
-    pub fn set_nack_psn(&mut self, v: u32) {
-        let b = self.buffer.as_mut();
-        b[field::RESERVED] = 0;
-        be::set_u24(b, field::NACK_PSN, v);
-    }
-    /// Set CC type and flags (the reserved byte after them becomes zero).
-    pub fn set_cc(&mut self, cc_type: u8, cc_flags: u8) {
-        let b = self.buffer.as_mut();
-        b[field::CC] = (cc_type << 4) | (cc_flags & 0x0f);
-        b[field::RESERVED2] = 0;
-    }
-    /// Set the reflected timestamp.
+    /// Set the reflected timestamp (the reserved byte before it becomes zero).
     pub fn set_tx_timestamp(&mut self, v: u16) {
-        be::set_u16(self.buffer.as_mut(), field::TX_TIMESTAMP, v);
+        let b = self.buffer.as_mut();
+        b[field::RESERVED2] = 0;
+        be::set_u16(b, field::TX_TIMESTAMP, v);
     }
 }
 
@@ -249,17 +178,18 @@ pub struct NethRepr {
 impl NethRepr {
     /// Parse a checked view.
     pub fn parse<T: AsRef<[u8]>>(p: &NethPacket<T>) -> Result<Self> {
+        let c = ExtPrefix::new_unchecked(p.buffer.as_ref());
         Ok(Self {
-            hdr_type: p.hdr_type(),
-            next: p.next(),
+            hdr_type: c.hdr_type(),
+            next: c.next(),
             reason: p.reason(),
-            vendor_info: p.vendor_info(),
-            entropy: p.entropy(),
-            spdcid: p.spdcid(),
-            dpdcid: p.dpdcid(),
-            nack_psn: p.nack_psn(),
-            cc_type: p.cc_type(),
-            cc_flags: p.cc_flags(),
+            vendor_info: c.vendor_info(),
+            entropy: c.entropy(),
+            spdcid: c.spdcid(),
+            dpdcid: c.dpdcid(),
+            nack_psn: c.psn(),
+            cc_type: c.cc_type(),
+            cc_flags: c.cc_flags(),
             tx_timestamp: p.tx_timestamp(),
         })
     }
@@ -269,14 +199,14 @@ impl NethRepr {
     }
     /// Write the header.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut NethPacket<T>) {
-        p.set_type_next(self.hdr_type, self.next);
+        let mut c = ExtPrefix::new_unchecked(p.buffer.as_mut());
+        c.set_type_next(self.hdr_type, self.next, 0);
+        c.set_vendor_info(self.vendor_info);
+        c.set_entropy(self.entropy);
+        c.set_pdcids(self.spdcid, self.dpdcid);
+        c.set_psn(self.nack_psn);
+        c.set_cc(self.cc_type, self.cc_flags);
         p.set_reason(self.reason);
-        p.set_vendor_info(self.vendor_info);
-        p.set_entropy(self.entropy);
-        p.set_spdcid(self.spdcid);
-        p.set_dpdcid(self.dpdcid);
-        p.set_nack_psn(self.nack_psn & U24_MASK);
-        p.set_cc(self.cc_type, self.cc_flags);
         p.set_tx_timestamp(self.tx_timestamp);
     }
 }
@@ -297,6 +227,7 @@ impl fmt::Display for NethRepr {
 
 #[cfg(test)]
 mod tests {
+    use super::super::U24_MASK;
     use super::*;
     use proptest::prelude::*;
 

@@ -10,25 +10,29 @@
 //!  12..14  tx_timestamp (16, 128 ns units)
 //!  14..16  TSR (1) | reserved (11) | format_type (4)
 //! ```
+//!
+//! Type/next, vendor info and the PDC identifiers are the common fields of `ext`; bytes
+//! 12..16 are the TSETH layout (viewed as a [`TsethPacket`]).
 
 use core::fmt;
 
+use super::ext::ExtPrefix;
+use super::tseth::TsethPacket;
 use super::{Result, be, check_len};
 
 /// Length of the PETH.
 pub const PETH_LEN: usize = 16;
 
 mod field {
-    pub const FLAGS: usize = 0;
-    pub const VENDOR_INFO: usize = 3;
+    use core::ops::Range;
+    pub const RESERVED: usize = 2;
     pub const PROBE_ID: usize = 4;
-    pub const SPDCID: usize = 8;
-    pub const DPDCID: usize = 10;
-    pub const TX_TIMESTAMP: usize = 12;
-    pub const TS_FLAGS: usize = 14;
+    pub const RESERVED2: Range<usize> = 6..8;
+    pub const TIMESTAMP: Range<usize> = 12..16;
 }
 
-/// A read/write view of a PETH.
+/// A read/write view of a PETH. Type, next, vendor info and PDC identifiers are the common
+/// fields of `ext::ExtPrefix`; the view has the PETH's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PethPacket<T: AsRef<[u8]>> {
     buffer: T,
@@ -48,75 +52,27 @@ impl<T: AsRef<[u8]>> PethPacket<T> {
     pub fn into_inner(self) -> T {
         self.buffer
     }
-    /// Header type (4 bits).
-    pub fn hdr_type(&self) -> u8 {
-        self.buffer.as_ref()[field::FLAGS] >> 4
-    }
-    /// Next-header code (5 bits).
-    pub fn next(&self) -> u8 {
-        ((be::u16_at(self.buffer.as_ref(), field::FLAGS) >> 7) & 0x1f) as u8
-    }
-    /// Vendor-specific information.
-    pub fn vendor_info(&self) -> u8 {
-        self.buffer.as_ref()[field::VENDOR_INFO]
-    }
     /// Probe identifier, echoed by the answer.
     pub fn probe_id(&self) -> u16 {
         be::u16_at(self.buffer.as_ref(), field::PROBE_ID)
     }
-    /// Source connection identifier.
-    pub fn spdcid(&self) -> u16 {
-        be::u16_at(self.buffer.as_ref(), field::SPDCID)
-    }
-    /// Destination connection identifier.
-    pub fn dpdcid(&self) -> u16 {
-        be::u16_at(self.buffer.as_ref(), field::DPDCID)
-    }
-    /// Transmit timestamp (128 ns units).
-    pub fn tx_timestamp(&self) -> u16 {
-        be::u16_at(self.buffer.as_ref(), field::TX_TIMESTAMP)
-    }
-    /// TSR flag.
-    pub fn tsr(&self) -> bool {
-        be::u16_at(self.buffer.as_ref(), field::TS_FLAGS) & 0x8000 != 0
-    }
-    /// Timestamp format type (4 bits).
-    pub fn format_type(&self) -> u8 {
-        (be::u16_at(self.buffer.as_ref(), field::TS_FLAGS) & 0x000f) as u8
+    /// The transmit timestamp, TSR and format type (the TSETH layout).
+    pub fn timestamp(&self) -> TsethPacket<&[u8]> {
+        TsethPacket::new_unchecked(&self.buffer.as_ref()[field::TIMESTAMP])
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> PethPacket<T> {
-    /// Set type and next; every reserved byte of the header becomes zero.
-    pub fn set_type_next(&mut self, hdr_type: u8, next: u8) {
-        let w = (u16::from(hdr_type & 0x0f) << 12) | (u16::from(next & 0x1f) << 7);
-        let b = self.buffer.as_mut();
-        be::set_u16(b, field::FLAGS, w);
-        b[2] = 0;
-        b[6..8].fill(0);
-    }
-    /// Set the vendor information.
-    pub fn set_vendor_info(&mut self, v: u8) {
-        self.buffer.as_mut()[field::VENDOR_INFO] = v;
-    }
-    /// Set the probe identifier.
+    /// Set the probe identifier; the reserved bytes 2 and 6..8 become zero.
     pub fn set_probe_id(&mut self, v: u16) {
-        be::set_u16(self.buffer.as_mut(), field::PROBE_ID, v);
-    }
-    /// Set the source connection identifier.
-    pub fn set_spdcid(&mut self, v: u16) {
-        be::set_u16(self.buffer.as_mut(), field::SPDCID, v);
-    }
-    /// Set the destination connection identifier.
-    pub fn set_dpdcid(&mut self, v: u16) {
-        be::set_u16(self.buffer.as_mut(), field::DPDCID, v);
-    }
-    /// Set the timestamp, TSR and format type.
-    pub fn set_timestamp(&mut self, ts: u16, tsr: bool, format_type: u8) {
         let b = self.buffer.as_mut();
-        be::set_u16(b, field::TX_TIMESTAMP, ts);
-        let w = if tsr { 0x8000 } else { 0 } | (u16::from(format_type) & 0x000f);
-        be::set_u16(b, field::TS_FLAGS, w);
+        b[field::RESERVED] = 0;
+        be::set_u16(b, field::PROBE_ID, v);
+        b[field::RESERVED2].fill(0);
+    }
+    /// The timestamp block, to write.
+    pub fn timestamp_mut(&mut self) -> TsethPacket<&mut [u8]> {
+        TsethPacket::new_unchecked(&mut self.buffer.as_mut()[field::TIMESTAMP])
     }
 }
 
@@ -140,16 +96,18 @@ pub struct PethRepr {
 impl PethRepr {
     /// Parse a checked view.
     pub fn parse<T: AsRef<[u8]>>(p: &PethPacket<T>) -> Result<Self> {
+        let c = ExtPrefix::new_unchecked(p.buffer.as_ref());
+        let ts = p.timestamp();
         Ok(Self {
-            hdr_type: p.hdr_type(),
-            next: p.next(),
-            vendor_info: p.vendor_info(),
+            hdr_type: c.hdr_type(),
+            next: c.next(),
+            vendor_info: c.vendor_info(),
             probe_id: p.probe_id(),
-            spdcid: p.spdcid(),
-            dpdcid: p.dpdcid(),
-            tx_timestamp: p.tx_timestamp(),
-            tsr: p.tsr(),
-            format_type: p.format_type(),
+            spdcid: c.spdcid(),
+            dpdcid: c.dpdcid(),
+            tx_timestamp: ts.tx_timestamp(),
+            tsr: ts.tsr(),
+            format_type: ts.format_type(),
         })
     }
     /// Bytes [`PethRepr::emit`] writes.
@@ -158,12 +116,14 @@ impl PethRepr {
     }
     /// Write the header.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut PethPacket<T>) {
-        p.set_type_next(self.hdr_type, self.next);
-        p.set_vendor_info(self.vendor_info);
+        let mut c = ExtPrefix::new_unchecked(p.buffer.as_mut());
+        c.set_type_next(self.hdr_type, self.next, 0);
+        c.set_vendor_info(self.vendor_info);
+        c.set_pdcids(self.spdcid, self.dpdcid);
         p.set_probe_id(self.probe_id);
-        p.set_spdcid(self.spdcid);
-        p.set_dpdcid(self.dpdcid);
-        p.set_timestamp(self.tx_timestamp, self.tsr, self.format_type);
+        let mut ts = p.timestamp_mut();
+        ts.set_tx_timestamp(self.tx_timestamp);
+        ts.set_flags(self.tsr, self.format_type);
     }
 }
 

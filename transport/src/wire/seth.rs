@@ -13,10 +13,14 @@
 //!  20..28  sack_bitmap (64): bit i (LSB = 0) set = PSN base + i received
 //! ```
 //!
+//! Type/next, entropy, the PDC identifiers, the PSN and CC are the common fields of
+//! `ext`; the rest is the SETH's own.
+//!
 //! Bit order of the bitmap is our choice \[I\]: bit i is `1 << i` of the big-endian u64.
 
 use core::fmt;
 
+use super::ext::ExtPrefix;
 use super::{Result, U24_MASK, be, check_len};
 
 /// Length of the SETH (without the CC_STATE that follows it).
@@ -72,21 +76,18 @@ impl fmt::Display for MultipathVerdict {
 }
 
 mod field {
-    /// type (4) | next (5) | M (2) | reserved (4) | PR (1).
-    pub const FLAGS: usize = 0;
     pub const ACK_PSN_OFFSET: usize = 2;
-    pub const ENTROPY: usize = 4;
-    pub const SPDCID: usize = 8;
-    pub const DPDCID: usize = 10;
-    pub const RESERVED: usize = 12;
-    pub const CACK_PSN: usize = 13;
-    pub const CC: usize = 16;
     pub const MPR: usize = 17;
     pub const SACK_OFFSET: usize = 18;
     pub const SACK_BITMAP: usize = 20;
 }
 
-/// A read/write view of a SETH.
+/// The SETH's header bits (bits 6..0 of the first word): M (2) | reserved (4) | PR (1).
+const VERDICT_SHIFT: u8 = 5;
+const PR: u8 = 0x01;
+
+/// A read/write view of a SETH. Type, next, entropy, PDC identifiers, cumulative ACK PSN and
+/// CC are the common fields of `ext::ExtPrefix`; the view has the SETH's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SethPacket<T: AsRef<[u8]>> {
     buffer: T,
@@ -106,52 +107,20 @@ impl<T: AsRef<[u8]>> SethPacket<T> {
     pub fn into_inner(self) -> T {
         self.buffer
     }
-    fn flags(&self) -> u16 {
-        be::u16_at(self.buffer.as_ref(), field::FLAGS)
-    }
-    /// Header type (4 bits; meaning not public, brief §10).
-    pub fn hdr_type(&self) -> u8 {
-        (self.flags() >> 12) as u8
-    }
-    /// Next-header code (5 bits; meaning not public, brief §10).
-    pub fn next(&self) -> u8 {
-        ((self.flags() >> 7) & 0x1f) as u8
+    fn header_bits(&self) -> u8 {
+        ExtPrefix::new_unchecked(self.buffer.as_ref()).header_bits()
     }
     /// Multipath verdict on the reflected EV.
     pub fn verdict(&self) -> MultipathVerdict {
-        MultipathVerdict::from_bits((self.flags() >> 5) as u8)
+        MultipathVerdict::from_bits(self.header_bits() >> VERDICT_SHIFT)
     }
     /// PR: this SACK answers a reliability probe.
     pub fn probe_response(&self) -> bool {
-        self.flags() & 1 != 0
+        self.header_bits() & PR != 0
     }
     /// Signed offset of the triggering PSN from the cumulative ACK.
     pub fn ack_psn_offset(&self) -> i16 {
         be::u16_at(self.buffer.as_ref(), field::ACK_PSN_OFFSET) as i16
-    }
-    /// Reflected EV of the triggering packet.
-    pub fn entropy(&self) -> u32 {
-        be::u32_at(self.buffer.as_ref(), field::ENTROPY)
-    }
-    /// Source connection identifier.
-    pub fn spdcid(&self) -> u16 {
-        be::u16_at(self.buffer.as_ref(), field::SPDCID)
-    }
-    /// Destination connection identifier.
-    pub fn dpdcid(&self) -> u16 {
-        be::u16_at(self.buffer.as_ref(), field::DPDCID)
-    }
-    /// Cumulative ACK PSN (24 bits).
-    pub fn cack_psn(&self) -> u32 {
-        be::u24_at(self.buffer.as_ref(), field::CACK_PSN)
-    }
-    /// Congestion-control type (4 bits).
-    pub fn cc_type(&self) -> u8 {
-        self.buffer.as_ref()[field::CC] >> 4
-    }
-    /// Congestion-control flags (4 bits).
-    pub fn cc_flags(&self) -> u8 {
-        self.buffer.as_ref()[field::CC] & 0x0f
     }
     /// Max PSN range in units of 128 PSNs.
     pub fn mpr(&self) -> u8 {
@@ -170,37 +139,16 @@ impl<T: AsRef<[u8]>> SethPacket<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> SethPacket<T> {
     /// Set type, next, verdict and PR (reserved bits become zero).
     pub fn set_flags(&mut self, hdr_type: u8, next: u8, verdict: MultipathVerdict, pr: bool) {
-        let w = (u16::from(hdr_type & 0x0f) << 12)
-            | (u16::from(next & 0x1f) << 7)
-            | (u16::from(verdict.bits()) << 5)
-            | u16::from(pr);
-        be::set_u16(self.buffer.as_mut(), field::FLAGS, w);
+        let bits = (verdict.bits() << VERDICT_SHIFT) | if pr { PR } else { 0 };
+        ExtPrefix::new_unchecked(self.buffer.as_mut()).set_type_next(
+            hdr_type,
+            next,
+            u16::from(bits),
+        );
     }
     /// Set the triggering-PSN offset.
     pub fn set_ack_psn_offset(&mut self, v: i16) {
         be::set_u16(self.buffer.as_mut(), field::ACK_PSN_OFFSET, v as u16);
-    }
-    /// Set the reflected EV.
-    pub fn set_entropy(&mut self, v: u32) {
-        be::set_u32(self.buffer.as_mut(), field::ENTROPY, v);
-    }
-    /// Set the source connection identifier.
-    pub fn set_spdcid(&mut self, v: u16) {
-        be::set_u16(self.buffer.as_mut(), field::SPDCID, v);
-    }
-    /// Set the destination connection identifier.
-    pub fn set_dpdcid(&mut self, v: u16) {
-        be::set_u16(self.buffer.as_mut(), field::DPDCID, v);
-    }
-    /// Set the cumulative ACK PSN (low 24 bits; the reserved byte becomes zero).
-    pub fn set_cack_psn(&mut self, v: u32) {
-        let b = self.buffer.as_mut();
-        b[field::RESERVED] = 0;
-        be::set_u24(b, field::CACK_PSN, v);
-    }
-    /// Set CC type and flags (4 bits each).
-    pub fn set_cc(&mut self, cc_type: u8, cc_flags: u8) {
-        self.buffer.as_mut()[field::CC] = (cc_type << 4) | (cc_flags & 0x0f);
     }
     /// Set the MPR.
     pub fn set_mpr(&mut self, v: u8) {
@@ -264,18 +212,19 @@ impl SethRepr {
     }
     /// Parse a checked view.
     pub fn parse<T: AsRef<[u8]>>(p: &SethPacket<T>) -> Result<Self> {
+        let c = ExtPrefix::new_unchecked(p.buffer.as_ref());
         Ok(Self {
-            hdr_type: p.hdr_type(),
-            next: p.next(),
+            hdr_type: c.hdr_type(),
+            next: c.next(),
             verdict: p.verdict(),
             probe_response: p.probe_response(),
             ack_psn_offset: p.ack_psn_offset(),
-            entropy: p.entropy(),
-            spdcid: p.spdcid(),
-            dpdcid: p.dpdcid(),
-            cack_psn: p.cack_psn(),
-            cc_type: p.cc_type(),
-            cc_flags: p.cc_flags(),
+            entropy: c.entropy(),
+            spdcid: c.spdcid(),
+            dpdcid: c.dpdcid(),
+            cack_psn: c.psn(),
+            cc_type: c.cc_type(),
+            cc_flags: c.cc_flags(),
             mpr: p.mpr(),
             sack_offset: p.sack_offset(),
             sack_bitmap: p.sack_bitmap(),
@@ -288,12 +237,12 @@ impl SethRepr {
     /// Write the header.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut SethPacket<T>) {
         p.set_flags(self.hdr_type, self.next, self.verdict, self.probe_response);
+        let mut c = ExtPrefix::new_unchecked(p.buffer.as_mut());
+        c.set_entropy(self.entropy);
+        c.set_pdcids(self.spdcid, self.dpdcid);
+        c.set_psn(self.cack_psn);
+        c.set_cc(self.cc_type, self.cc_flags);
         p.set_ack_psn_offset(self.ack_psn_offset);
-        p.set_entropy(self.entropy);
-        p.set_spdcid(self.spdcid);
-        p.set_dpdcid(self.dpdcid);
-        p.set_cack_psn(self.cack_psn & U24_MASK);
-        p.set_cc(self.cc_type, self.cc_flags);
         p.set_mpr(self.mpr);
         p.set_sack_offset(self.sack_offset);
         p.set_sack_bitmap(self.sack_bitmap);
