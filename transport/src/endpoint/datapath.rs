@@ -243,7 +243,7 @@ impl Endpoint {
         let idxs: Vec<usize> = self.qps.iter().map(|(i, _)| i).collect();
         for idx in idxs {
             if !up {
-                self.with_qp(idx, |qp, _| qp.on_port_down(port));
+                self.with_qp(idx, |qp, ctx| qp.on_port_down(port, ctx));
             }
             let Some(remote) = self
                 .qps

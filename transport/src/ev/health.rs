@@ -41,6 +41,8 @@ pub(crate) enum EvEvent {
     ProbeAnswered { ev: EvId },
     /// Probes unanswered for `timeout` failed.
     ProbesOverdue { timeout: Duration },
+    /// The port of `plane` (ours, or the peer's by its PORT_STATUS_UPDATE) went down.
+    PortDown { plane: u8 },
     /// The peer's port of `plane` was reported down and no update said it came back before
     /// its recheck.
     PeerPortUnconfirmed { plane: u8 },
@@ -128,10 +130,16 @@ impl Paths {
                     self.table.on_probe_answer(ev, now);
                 }
             }
-            // §3.3 [I]: an unanswered probe starts the count over and backs off.
+            // §3.3 \[I\]: an unanswered probe starts the count over and backs off.
             EvEvent::ProbesOverdue { timeout } => {
                 let failed = self.table.on_probe_timeouts(now, timeout);
                 stats.probes_failed += u64::from(failed);
+            }
+            // §3.10: no EV changes state: the selector passes over the plane while its port
+            // is down (send-time choice, §3.2), and the requester resends what was in flight
+            // through it elsewhere.
+            EvEvent::PortDown { plane } => {
+                let _ = plane;
             }
             // §3.10: a plane nobody vouches for carries probes, not data, until they are
             // answered (whatever the floor).

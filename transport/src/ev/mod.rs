@@ -75,7 +75,7 @@ pub enum EvKind {
     Ecmp,
 }
 
-/// Probe bookkeeping of a retired EV (brief §3.3 [I]: hysteresis, backoff).
+/// Probe bookkeeping of a retired EV (brief §3.3 \[I\]: hysteresis, backoff).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProbeState {
     /// When the next probe may leave.

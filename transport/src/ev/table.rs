@@ -97,7 +97,7 @@ impl EvTable {
     }
 
     /// ECMP mode: random source ports and flow labels, the EV's index in the flow label's low
-    /// bits so feedback can name it (brief §3.1 [I], §8.2).
+    /// bits so feedback can name it (brief §3.1 \[I\], §8.2).
     pub fn ecmp(
         profile: &EvProfile,
         timers: &TimerConfig,

@@ -418,3 +418,48 @@ fn sacks_unsent(base: u64, bitmap: u64, nxt: u64) -> bool {
         Some(sent) => bitmap >> sent != 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn neth(reason: NackReason) -> NethRepr {
+        NethRepr {
+            hdr_type: 0,
+            next: 0,
+            reason,
+            vendor_info: 0,
+            entropy: 0,
+            spdcid: 0,
+            dpdcid: 0,
+            nack_psn: 0,
+            cc_type: 0,
+            cc_flags: 0,
+            tx_timestamp: 0,
+        }
+    }
+
+    /// Brief §2.10, §3.3 (moved from the NETH codes test: the policy is not the wire's).
+    #[test]
+    fn nack_reasons_retry_and_blame_as_the_brief_says() {
+        let table = [
+            (NackReason::Trimmed, true, true),
+            (NackReason::TrimmedLastHop, true, false),
+            (NackReason::NoBitmap, true, false),
+            (NackReason::NoPktBuffer, true, false),
+            (NackReason::NoResource, true, false),
+            (NackReason::PsnOutOfWindow, true, false),
+            (NackReason::UnexpectedEvent, false, false),
+        ];
+        for (reason, retriable, path) in table {
+            let retried = fatal_status(&neth(reason)).is_none();
+            let blamed = nack_event(3, reason) == EvEvent::Trimmed { ev: 3 };
+            assert_eq!(retried, retriable, "{reason}");
+            assert_eq!(blamed, path, "{reason}");
+        }
+        assert!(fatal_status(&neth(NackReason::Unknown(0x42))).is_some());
+        let mut access = neth(NackReason::UnexpectedEvent);
+        access.vendor_info = VENDOR_REMOTE_ACCESS;
+        assert_eq!(fatal_status(&access), Some(WcStatus::RemoteAccessError));
+    }
+}

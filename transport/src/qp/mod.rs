@@ -337,7 +337,7 @@ impl Qp {
         c.remote_up = mask;
         for p in 0..32u8 {
             if newly_down & (1 << p) != 0 {
-                self.on_port_down(p);
+                self.on_port_down(p, ctx);
             }
         }
         if newly_down != 0
@@ -351,11 +351,14 @@ impl Qp {
 
     /// A port (local, or the peer's) went down: packets in flight through it are resent
     /// elsewhere now (brief §3.10). EVs keep their state: the selector passes over the plane.
-    pub fn on_port_down(&mut self, port: u8) {
+    pub fn on_port_down(&mut self, port: u8, ctx: &mut Ctx<'_>) {
         if self.state != QpState::Rts {
             return;
         }
         if let Some(c) = self.conn.as_mut() {
+            let e = EvEvent::PortDown { plane: port };
+            c.paths
+                .react(e, ctx.now, &mut self.rng, &mut self.stats, ctx.planes);
             let n = c.req.lose_on_plane(&c.paths.table, port);
             self.stats.retransmits.port_down += u64::from(n);
         }

@@ -46,7 +46,7 @@ impl LossDetection {
         flight.set_rack_rtt(self.rtt.srtt());
     }
 
-    /// The reordering window of loss inference (brief §3.6 [I]): a quarter RTT or four RTT
+    /// The reordering window of loss inference (brief §3.6 \[I\]): a quarter RTT or four RTT
     /// deviations, whichever is longer, never below the configured minimum. Where the RTT
     /// varies, so does the order of arrival, and a hole is not a loss until it outlasts that
     /// variation.

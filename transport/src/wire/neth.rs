@@ -70,16 +70,6 @@ impl NackReason {
             Self::Unknown(code) => code,
         }
     }
-    /// The requester may retransmit (consuming the QP's retry budget). UNEXP_EVENT and
-    /// unknown codes are not retriable: the QP goes to ERROR.
-    pub const fn retriable(self) -> bool {
-        !matches!(self, Self::UnexpectedEvent | Self::Unknown(_))
-    }
-    /// The NACK blames the path the packet took (its EV goes to SKIP). Only a trim in the
-    /// fabric does; a last-hop trim is incast at the destination.
-    pub const fn implicates_path(self) -> bool {
-        matches!(self, Self::Trimmed)
-    }
     /// Spec name.
     pub const fn name(self) -> &'static str {
         match self {
@@ -259,25 +249,24 @@ mod tests {
         assert!(NethPacket::new_checked(&VECTOR[..19]).is_err());
     }
 
+    /// What each reason does to the QP and its EV is `qp/feedback.rs`'s business (its test
+    /// `nack_reasons_retry_and_blame_as_the_brief_says`): a wire enum describes bytes only.
     #[test]
-    fn reason_codes_and_policy_match_the_brief() {
+    fn reason_codes_match_the_brief() {
         let table = [
-            (0x01, NackReason::Trimmed, true, true),
-            (0x02, NackReason::TrimmedLastHop, true, false),
-            (0x06, NackReason::NoBitmap, true, false),
-            (0x07, NackReason::NoPktBuffer, true, false),
-            (0x0A, NackReason::NoResource, true, false),
-            (0x0B, NackReason::PsnOutOfWindow, true, false),
-            (0x19, NackReason::UnexpectedEvent, false, false),
+            (0x01, NackReason::Trimmed),
+            (0x02, NackReason::TrimmedLastHop),
+            (0x06, NackReason::NoBitmap),
+            (0x07, NackReason::NoPktBuffer),
+            (0x0A, NackReason::NoResource),
+            (0x0B, NackReason::PsnOutOfWindow),
+            (0x19, NackReason::UnexpectedEvent),
         ];
-        for (code, reason, retriable, path) in table {
+        for (code, reason) in table {
             assert_eq!(NackReason::from_u8(code), reason);
             assert_eq!(reason.to_u8(), code);
-            assert_eq!(reason.retriable(), retriable, "{reason}");
-            assert_eq!(reason.implicates_path(), path, "{reason}");
         }
         assert_eq!(NackReason::from_u8(0x42), NackReason::Unknown(0x42));
-        assert!(!NackReason::Unknown(0x42).retriable());
         for code in 0..=255u8 {
             assert_eq!(NackReason::from_u8(code).to_u8(), code);
         }
