@@ -130,7 +130,7 @@ impl Paths {
                     self.table.on_probe_answer(ev, now);
                 }
             }
-            // §3.3 \[I\]: an unanswered probe starts the count over and backs off.
+            // §3.3 [I]: an unanswered probe starts the count over and backs off.
             EvEvent::ProbesOverdue { timeout } => {
                 let failed = self.table.on_probe_timeouts(now, timeout);
                 stats.probes_failed += u64::from(failed);
