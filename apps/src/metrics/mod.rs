@@ -391,12 +391,12 @@ mod tests {
     /// A snapshot with one plane, one QP and one EV: every family has a series.
     fn full() -> Snapshot {
         let mut h = HostCounters::new(0, &[PlaneStats::default()], &[], EndpointStats::default());
-        h.qps.push(super::counters::QpRow {
+        h.qps.push(counters::QpRow {
             host: 0,
             qpn: 0x4000,
             stats: mrc_transport::stats::QpStats::default(),
         });
-        h.evs.push(super::counters::EvRow {
+        h.evs.push(counters::EvRow {
             host: 0,
             qpn: 0x4000,
             ev: 3,
