@@ -50,6 +50,7 @@ pub(crate) enum EvEvent {
 
 impl Paths {
     /// What `event` does to the EV it names (brief §3.3's table, each arm with its section).
+    #[inline]
     pub(crate) fn react(
         &mut self,
         event: EvEvent,
