@@ -103,7 +103,7 @@ mod tests {
         for _ in 0..5_000 {
             x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
             let timer = timers[(x >> 33) as usize % timers.len()];
-            let at = ((x >> 20) % 4 != 0).then_some(Instant((x >> 40) % 64));
+            let at = (!(x >> 20).is_multiple_of(4)).then_some(Instant((x >> 40) % 64));
             t.set(timer, at);
             assert_eq!(t.next(), t.at.iter().flatten().min().copied());
         }
