@@ -85,6 +85,7 @@ pub(crate) fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
 /// the NIC `dst`, written into `buf`: not ECN-capable, in the control traffic class (brief
 /// §2.14). Every control packet the engine sends is built here.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 pub(crate) fn emit_control(
     cfg: &EndpointConfig,
     ev: &Ev,
