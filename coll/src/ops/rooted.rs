@@ -37,6 +37,28 @@ impl Op {
         (rank + n - self.root()) % n
     }
 
+    /// A rank of a chain along the ring (broadcast, reduce): it expects every slice from its
+    /// previous rank if it `receives` (and says it is ready for them), and sends every slice to
+    /// its next one if it `sends` (once that one is ready).
+    fn join_chain(
+        &mut self,
+        receives: bool,
+        sends: bool,
+        comm: &mut Comm,
+        verbs: &mut dyn Verbs,
+    ) -> Result<(), CommError> {
+        let slices = self.l.slices;
+        self.expected_arrivals = if receives { slices } else { 0 };
+        self.expected_sent = if sends { slices } else { 0 };
+        if receives {
+            comm.send_ready(comm.prev(), verbs)?;
+        }
+        if sends {
+            comm.expect_ready(comm.next())?;
+        }
+        Ok(())
+    }
+
     /// Counts this rank's pieces, sends the ready tokens and the first pieces.
     pub(super) fn start_rooted(
         &mut self,
@@ -54,14 +76,7 @@ impl Op {
             Collective::Broadcast => {
                 // Every rank but the root receives; every rank but the last forwards.
                 let (receives, sends) = (d > 0, d + 1 < n);
-                self.expected_arrivals = if receives { slices } else { 0 };
-                self.expected_sent = if sends { slices } else { 0 };
-                if receives {
-                    comm.send_ready(comm.prev(), verbs)?;
-                }
-                if sends {
-                    comm.expect_ready(comm.next())?;
-                }
+                self.join_chain(receives, sends, comm, verbs)?;
                 if d == 0 {
                     let (buf, base) = self.input(r);
                     let bytes = self.spec.recv_bytes();
@@ -77,14 +92,7 @@ impl Op {
                 // Every rank but the chain's first (root+1) receives a partial; every rank
                 // but the root sends one.
                 let (receives, sends) = (d != 1, d != 0);
-                self.expected_arrivals = if receives { slices } else { 0 };
-                self.expected_sent = if sends { slices } else { 0 };
-                if receives {
-                    comm.send_ready(comm.prev(), verbs)?;
-                }
-                if sends {
-                    comm.expect_ready(comm.next())?;
-                }
+                self.join_chain(receives, sends, comm, verbs)?;
                 if d == 1 {
                     let (buf, base) = self.input(r);
                     for j in 0..slices {

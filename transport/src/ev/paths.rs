@@ -79,12 +79,6 @@ impl Paths {
         })
     }
 
-    /// The EV a feedback packet's echoed entropy names, if it is one of ours.
-    #[inline]
-    pub fn lookup(&self, entropy: u32) -> Option<EvId> {
-        self.table.lookup(entropy)
-    }
-
     /// The EV of a packet leaving now on one of `planes`; a retransmission `avoid`s the EV it
     /// was lost on (MRC resends elsewhere, brief §3.4), unless no other is usable: the same EV
     /// beats never resending.

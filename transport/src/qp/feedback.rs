@@ -51,7 +51,7 @@ impl Qp {
             return;
         };
         stats.sacks_received += 1;
-        let echoed = c.paths.lookup(seth.entropy);
+        let echoed = c.paths.table.lookup(seth.entropy);
         if echoed.is_none() {
             ctx.drop_frame(DropReason::UnknownEv);
         }
@@ -91,7 +91,7 @@ impl Qp {
             return;
         };
         stats.nacks_received.count(neth.reason);
-        if let Some(ev) = c.paths.lookup(neth.entropy) {
+        if let Some(ev) = c.paths.table.lookup(neth.entropy) {
             c.paths
                 .react(nack_event(ev, neth.reason), now, rng, stats, ctx.planes);
         }

@@ -19,7 +19,7 @@ use crate::stats::DropReason;
 use crate::time::Instant;
 use crate::verbs::{QpState, RemoteAccessError, RtrAttr, TransportMode, WcStatus};
 use crate::wire::{
-    Body, CcStateRepr, Frame, MultipathVerdict, NackReason, PethRepr, SethRepr, Trimmed,
+    Body, BthRepr, CcStateRepr, Frame, MultipathVerdict, NackReason, PethRepr, SethRepr, Trimmed,
     WriteHeaders,
 };
 
@@ -162,8 +162,7 @@ impl Qp {
             }
         }
         let ce = frame.ecn() == Ecn::Ce;
-        let (arrival, moved) =
-            resp.place(seq, w, bth.opcode.ends_message(), bth, ce, payload.len());
+        let (arrival, moved) = resp.place(seq, w.meth.msn, bth, ce, payload.len());
         self.stats.data_packets_received += 1;
         self.stats.data_bytes_placed += payload.len() as u64;
         self.stats.ecn_marked_received += u64::from(ce);
@@ -413,14 +412,13 @@ impl Responder {
     fn place(
         &mut self,
         seq: u64,
-        w: &WriteHeaders,
-        ends_message: bool,
-        bth: &crate::wire::BthRepr,
+        msn: u16,
+        bth: &BthRepr,
         ce: bool,
         bytes: usize,
     ) -> (DataArrival, u64) {
         let ooo_before = self.tracker.out_of_order();
-        let moved = self.tracker.record(seq, w.meth.msn, ends_message);
+        let moved = self.tracker.record(seq, msn, bth.opcode.ends_message());
         self.rcvd_bytes += bytes as u64;
         if moved > 0
             && let Some((msn, ends)) = self.tracker.last_acked_packet()
@@ -445,49 +443,44 @@ impl Responder {
 
     /// The SETH + CC_STATE of a SACK triggered by `t` (brief §2.9).
     pub fn sack_body(&self, t: &SackTrigger, spdcid: u32, dpdcid: u32) -> Body {
-        sack_body(self, t, spdcid, dpdcid)
-    }
-}
-
-/// The SETH + CC_STATE of a SACK triggered by `t` (brief §2.9).
-fn sack_body(resp: &Responder, t: &SackTrigger, spdcid: u32, dpdcid: u32) -> Body {
-    let tr = &resp.tracker;
-    let cack = tr.cack();
-    let hi = tr.highest();
-    // The 64-bit bitmap starts at the cumulative ACK, or slides to keep the trigger (and the
-    // packets around it) in view when the out-of-order region is wider than 64.
-    let mut base = cack;
-    if hi > cack + 64 {
-        base = t.seq.saturating_sub(32).max(cack).min(hi - 64);
-    }
-    base = base.min(cack + i16::MAX as u64);
-    let bitmap = if resp.gbn { 0 } else { tr.bitmap_at(base) };
-    let ack_off =
-        (t.seq as i64 - cack as i64).clamp(i64::from(i16::MIN), i64::from(i16::MAX)) as i16;
-    Body::Sack {
-        seth: SethRepr {
-            hdr_type: 0,
-            next: 0,
-            verdict: t.verdict,
-            probe_response: t.probe,
-            ack_psn_offset: ack_off,
-            entropy: t.entropy,
-            spdcid: spdcid as u16,
-            dpdcid: dpdcid as u16,
-            cack_psn: psn_of(resp.rq_psn, cack),
-            cc_type: 0,
-            cc_flags: 0,
-            mpr: 0,
-            sack_offset: (base - cack) as i16,
-            sack_bitmap: bitmap,
-        },
-        cc: CcStateRepr {
-            tx_timestamp: t.tx_ts,
-            ooo_count: tr.out_of_order().min(0x7fff) as u16,
-            restore_cwnd: false,
-            rcv_cwnd_pen: 0,
-            rcvd_bytes: ((resp.rcvd_bytes / crate::wire::cc_state::RCVD_BYTES_UNIT) & 0x00ff_ffff)
-                as u32,
-        },
+        let tr = &self.tracker;
+        let cack = tr.cack();
+        let hi = tr.highest();
+        // The 64-bit bitmap starts at the cumulative ACK, or slides to keep the trigger (and the
+        // packets around it) in view when the out-of-order region is wider than 64.
+        let mut base = cack;
+        if hi > cack + 64 {
+            base = t.seq.saturating_sub(32).max(cack).min(hi - 64);
+        }
+        base = base.min(cack + i16::MAX as u64);
+        let bitmap = if self.gbn { 0 } else { tr.bitmap_at(base) };
+        let ack_off =
+            (t.seq as i64 - cack as i64).clamp(i64::from(i16::MIN), i64::from(i16::MAX)) as i16;
+        Body::Sack {
+            seth: SethRepr {
+                hdr_type: 0,
+                next: 0,
+                verdict: t.verdict,
+                probe_response: t.probe,
+                ack_psn_offset: ack_off,
+                entropy: t.entropy,
+                spdcid: spdcid as u16,
+                dpdcid: dpdcid as u16,
+                cack_psn: psn_of(self.rq_psn, cack),
+                cc_type: 0,
+                cc_flags: 0,
+                mpr: 0,
+                sack_offset: (base - cack) as i16,
+                sack_bitmap: bitmap,
+            },
+            cc: CcStateRepr {
+                tx_timestamp: t.tx_ts,
+                ooo_count: tr.out_of_order().min(0x7fff) as u16,
+                restore_cwnd: false,
+                rcv_cwnd_pen: 0,
+                rcvd_bytes: ((self.rcvd_bytes / crate::wire::cc_state::RCVD_BYTES_UNIT)
+                    & 0x00ff_ffff) as u32,
+            },
+        }
     }
 }

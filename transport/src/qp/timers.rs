@@ -40,12 +40,11 @@ impl TimerTable {
         if old == at {
             return;
         }
-        self.next = match (at, self.next) {
-            (Some(t), Some(n)) if t <= n => Some(t),
-            (Some(t), None) => Some(t),
-            // The earliest moved later or stopped: search again.
-            _ if old.is_some() && old == self.next => self.at.iter().flatten().min().copied(),
-            (_, n) => n,
+        self.next = if old.is_some() && old == self.next {
+            // The earliest moved or stopped: search again.
+            self.at.iter().flatten().min().copied()
+        } else {
+            self.next.into_iter().chain(at).min()
         };
     }
 
