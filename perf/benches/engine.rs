@@ -266,7 +266,9 @@ fn main() {
     c.final_summary();
     // `cargo bench` passes --bench; `cargo test --benches` does not (then criterion only checks
     // each benchmark runs once, and so do we).
-    if std::env::args().any(|a| a == "--bench") {
+    // Under `--profile-time` (perf record) the profile is of the one benchmark named, alone.
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--profile-time") {
         summary();
     }
 }
