@@ -260,14 +260,33 @@ fn summary() {
     );
 }
 
+/// `engine --count-iters N PAYLOAD`: N Writes of PAYLOAD-byte packets and nothing else, for
+/// instruction counts that do not depend on what else the machine runs:
+/// `valgrind --tool=callgrind target/release/deps/engine-* --count-iters 200 64`
+/// (docs/benchmarks.md, the stage table).
+fn count_iters(args: &[String]) -> Option<()> {
+    let at = args.iter().position(|a| a == "--count-iters")?;
+    let iters: u32 = args.get(at + 1)?.parse().ok()?;
+    let payload: u32 = args.get(at + 2)?.parse().ok()?;
+    let mut p = Pair::new(payload);
+    p.write_once();
+    for _ in 0..iters {
+        p.write_once();
+    }
+    Some(())
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if count_iters(&args).is_some() {
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c);
     c.final_summary();
     // `cargo bench` passes --bench; `cargo test --benches` does not (then criterion only checks
     // each benchmark runs once, and so do we).
     // Under `--profile-time` (perf record) the profile is of the one benchmark named, alone.
-    let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--profile-time") {
         summary();
     }

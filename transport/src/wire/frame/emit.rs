@@ -1,15 +1,14 @@
 //! Building frames into a caller-provided buffer, without allocating.
 
+use core::net::Ipv6Addr;
 use mrc_srv6::wire::ipv6::next_header;
-use mrc_srv6::wire::{
-    ETHERNET_HEADER_LEN, EthernetFrame, EthernetProtocol, EthernetRepr, IPV6_HEADER_LEN,
-    Ipv6Packet, Ipv6Repr,
-};
+
+use mrc_srv6::wire::{ETHERNET_HEADER_LEN, EthernetProtocol, IPV6_HEADER_LEN, Ipv6Packet};
 
 use super::super::bth::{BTH_LEN, BthPacket, BthRepr};
 use super::super::config::{FlowLabelPlacement, WireConfig};
 use super::super::icrc::{self, ICRC_LEN};
-use super::super::udp::{self, UDP_HEADER_LEN, UdpPacket, UdpRepr};
+use super::super::udp::{self, UDP_HEADER_LEN};
 use super::super::{Result, WireError, be};
 use super::{FrameLayout, FrameRepr, Route, SRH_ONE_SEGMENT_LEN};
 
@@ -71,33 +70,36 @@ impl FrameRepr {
         }
         let pad = pad_for(payload_len);
         let ev = cfg.entropy_order.split(self.entropy);
-
-        EthernetRepr {
-            src_addr: self.src_mac,
-            dst_addr: self.dst_mac,
-            ethertype: EthernetProtocol::Ipv6,
-        }
-        .emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
-        let mut at = ETHERNET_HEADER_LEN;
-
-        let udp_len =
-            UDP_HEADER_LEN + BTH_LEN + self.body.buffer_len() + payload_len + pad + ICRC_LEN;
-        let ip = |payload_len: usize, nh: u8, flow_label: u32, dst| Ipv6Repr {
-            dscp: self.dscp,
-            ecn: self.ecn,
-            flow_label,
-            payload_len: payload_len as u16,
-            next_header: nh,
-            hop_limit: cfg.hop_limit,
-            src_addr: self.src_addr,
-            dst_addr: dst,
+        let body_len = self.body.buffer_len();
+        let udp_len = UDP_HEADER_LEN + BTH_LEN + body_len + payload_len + pad + ICRC_LEN;
+        // Every header at its fixed offset (MRC 1.0 §5.1): one bounds check for the whole
+        // header block, then plain stores.
+        let hdr = &mut buf[..len];
+        hdr[0..6].copy_from_slice(&self.dst_mac.0);
+        hdr[6..12].copy_from_slice(&self.src_mac.0);
+        hdr[12..14].copy_from_slice(&u16::from(EthernetProtocol::Ipv6).to_be_bytes());
+        let tc = (self.dscp.0 << 2) | self.ecn.bits();
+        let ip = |h: &mut [u8], payload_len: usize, nh: u8, flow_label: u32, dst: &Ipv6Addr| {
+            let word0 = (6u32 << 28) | (u32::from(tc) << 20) | (flow_label & 0x000f_ffff);
+            h[0..4].copy_from_slice(&word0.to_be_bytes());
+            h[4..6].copy_from_slice(&(payload_len as u16).to_be_bytes());
+            h[6] = nh;
+            h[7] = cfg.hop_limit;
+            h[8..24].copy_from_slice(&self.src_addr.octets());
+            h[24..40].copy_from_slice(&dst.octets());
         };
+        let mut at = ETHERNET_HEADER_LEN;
         let icrc_from = match self.route {
             Route::Ecmp => {
-                ip(udp_len, next_header::UDP, ev.flow_label, self.dst_addr)
-                    .emit(&mut Ipv6Packet::new_unchecked(&mut buf[at..]));
+                ip(
+                    &mut hdr[at..at + IPV6_HEADER_LEN],
+                    udp_len,
+                    next_header::UDP,
+                    ev.flow_label,
+                    &self.dst_addr,
+                );
                 at += IPV6_HEADER_LEN;
-                at - IPV6_HEADER_LEN
+                ETHERNET_HEADER_LEN
             }
             Route::Srv6 { path, srh_segment } => {
                 let (outer_fl, inner_fl) = match cfg.flow_label {
@@ -105,42 +107,39 @@ impl FrameRepr {
                     FlowLabelPlacement::Inner => (0, ev.flow_label),
                     FlowLabelPlacement::Both => (ev.flow_label, ev.flow_label),
                 };
-                let srh_len = if srh_segment.is_some() {
-                    SRH_ONE_SEGMENT_LEN
-                } else {
-                    0
-                };
-                let outer_nh = if srh_segment.is_some() {
-                    next_header::ROUTING
-                } else {
-                    next_header::IPV6
+                let (srh_len, outer_nh) = match srh_segment {
+                    Some(_) => (SRH_ONE_SEGMENT_LEN, next_header::ROUTING),
+                    None => (0, next_header::IPV6),
                 };
                 ip(
+                    &mut hdr[at..at + IPV6_HEADER_LEN],
                     srh_len + IPV6_HEADER_LEN + udp_len,
                     outer_nh,
                     outer_fl,
-                    path,
-                )
-                .emit(&mut Ipv6Packet::new_unchecked(&mut buf[at..]));
+                    &path,
+                );
                 at += IPV6_HEADER_LEN;
                 if let Some(segment) = srh_segment {
-                    emit_srh(&mut buf[at..at + SRH_ONE_SEGMENT_LEN], segment);
+                    emit_srh(&mut hdr[at..at + SRH_ONE_SEGMENT_LEN], segment);
                     at += SRH_ONE_SEGMENT_LEN;
                 }
-                ip(udp_len, next_header::UDP, inner_fl, self.dst_addr)
-                    .emit(&mut Ipv6Packet::new_unchecked(&mut buf[at..]));
+                ip(
+                    &mut hdr[at..at + IPV6_HEADER_LEN],
+                    udp_len,
+                    next_header::UDP,
+                    inner_fl,
+                    &self.dst_addr,
+                );
                 at += IPV6_HEADER_LEN;
                 at - IPV6_HEADER_LEN
             }
         };
 
-        UdpRepr {
-            src_port: ev.udp_sport,
-            dst_port: cfg.udp_dport,
-            length: udp_len as u16,
-            checksum: 0,
-        }
-        .emit(&mut UdpPacket::new_unchecked(&mut buf[at..]));
+        let u = &mut hdr[at..at + UDP_HEADER_LEN];
+        u[0..2].copy_from_slice(&ev.udp_sport.to_be_bytes());
+        u[2..4].copy_from_slice(&cfg.udp_dport.to_be_bytes());
+        u[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        u[6..8].fill(0);
         at += UDP_HEADER_LEN;
 
         BthRepr {
@@ -148,14 +147,14 @@ impl FrameRepr {
             pad_count: pad as u8,
             ..self.bth
         }
-        .emit(&mut BthPacket::new_unchecked(&mut buf[at..]));
+        .emit(&mut BthPacket::new_unchecked(&mut hdr[at..at + BTH_LEN]));
         at += BTH_LEN;
 
-        self.body.emit(&mut buf[at..]);
-        at += self.body.buffer_len();
+        self.body.emit(&mut hdr[at..at + body_len]);
+        at += body_len;
 
         let payload = at..at + payload_len;
-        buf[payload.end..payload.end + pad].fill(0);
+        hdr[payload.end..payload.end + pad].fill(0);
         Ok(FrameLayout {
             len,
             payload,
@@ -199,7 +198,7 @@ const fn pad_for(payload_len: usize) -> usize {
 }
 
 /// A one-segment SRH carrying the second uSID container (RFC 8754 §2, §4.1.1).
-fn emit_srh(b: &mut [u8], segment: core::net::Ipv6Addr) {
+fn emit_srh(b: &mut [u8], segment: Ipv6Addr) {
     b[0] = next_header::IPV6;
     b[1] = (SRH_ONE_SEGMENT_LEN / 8 - 1) as u8; // Hdr Ext Len, 8-octet units after the first 8
     b[2] = ROUTING_TYPE_SRH;

@@ -17,6 +17,7 @@
 
 mod body;
 mod emit;
+mod fast;
 mod parse;
 mod trim;
 
@@ -27,7 +28,7 @@ use core::ops::Range;
 use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress, EthernetRepr, Ipv6Repr};
 
 pub use body::{Body, WriteHeaders};
-pub use parse::parse_frame;
+pub use parse::{parse_frame, parse_frame_general};
 pub use trim::trim_frame;
 
 use super::bth::BthRepr;

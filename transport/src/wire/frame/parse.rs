@@ -23,7 +23,21 @@ use super::{Body, Frame, SrhView};
 /// have consistent IPv6/UDP lengths, a pad count that fits, and (unless
 /// `cfg.verify_icrc` is off) a good ICRC. Bytes after the outer IPv6 payload (an FCS) are
 /// ignored.
+///
+/// The engine's own untrimmed layouts are read by a fixed-offset fast path
+/// ([`super::fast`]); every other frame, and every frame it refuses, by the general parser
+/// ([`parse_frame_general`]). Both give the same frame or the general parser's error.
+#[inline]
 pub fn parse_frame<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Frame<'a>> {
+    match super::fast::parse(frame, cfg) {
+        Some(f) => Ok(f),
+        None => parse_frame_general(frame, cfg),
+    }
+}
+
+/// The general parser: every layout, trimmed frames, and a typed error for every frame it
+/// refuses (the order of checks above).
+pub fn parse_frame_general<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Frame<'a>> {
     check_len(frame, ETHERNET_HEADER_LEN, "Ethernet header")?;
     let e = EthernetFrame::new_unchecked(frame);
     let eth = EthernetRepr {
@@ -201,7 +215,7 @@ fn bounded_end(
 
 /// Parse an SRH at the start of `b` (validated by mrc-srv6's view, RFC 8754 §2): the view,
 /// its length, its next header.
-fn parse_srh(b: &[u8]) -> Result<(SrhView<'_>, usize, u8)> {
+pub(super) fn parse_srh(b: &[u8]) -> Result<(SrhView<'_>, usize, u8)> {
     let p = SrhPacket::new_checked(b)?;
     let len = p.header_len();
     let view = SrhView {
