@@ -271,7 +271,11 @@ impl Qp {
             debug_assert!(false, "poll_transmit buffer smaller than max_frame_len");
             return TxOutcome::Idle;
         };
-        if let Err(e) = sq.gather(abs, offset, &mut buf[layout.payload.clone()], ctx.mrs) {
+        // The payload is copied from registered memory and checksummed in the same pass.
+        let (head, rest) = buf.split_at_mut(layout.payload.start);
+        let mut crc = layout.icrc_before_payload(head);
+        let payload = &mut rest[..layout.payload.len()];
+        if let Err(e) = sq.gather(abs, offset, payload, ctx.mrs, &mut crc) {
             let status = match e {
                 VerbsError::OutOfBounds => WcStatus::LocalLengthError,
                 _ => WcStatus::LocalProtectionError,
@@ -279,7 +283,7 @@ impl Qp {
             self.fail(status, Some(abs), ctx);
             return TxOutcome::Idle;
         }
-        layout.finish(buf, &cfg.wire);
+        layout.finish_from(buf, &cfg.wire, crc);
 
         // Commit. A first packet into an empty flight starts its timers; so does a
         // retransmission (its per-packet timeout may come before what is armed: after every

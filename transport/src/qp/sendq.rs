@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::verbs::{MrTable, SendOpcode, SendWr, Sge, VerbsError};
+use crate::wire::icrc::Crc;
 
 /// One posted send work request.
 #[derive(Debug, Clone, Copy, Default)]
@@ -176,13 +177,15 @@ impl SendQueue {
     }
 
     /// Copy `dst.len()` bytes of message `abs` starting at byte `offset` out of its gather
-    /// list. Fails if a region was deregistered since the post.
+    /// list, running the frame's ICRC `crc` over them on the way (one pass, issue #13). Fails
+    /// if a region was deregistered since the post.
     pub fn gather(
         &self,
         abs: u64,
         offset: u64,
         dst: &mut [u8],
         mrs: &MrTable,
+        crc: &mut Crc,
     ) -> Result<(), VerbsError> {
         let i = self.index(abs);
         let sges =
@@ -199,7 +202,7 @@ impl SendQueue {
                 continue;
             }
             let take = ((len - skip) as usize).min(dst.len() - out);
-            mrs.read_local(sge.lkey, sge.addr + skip, &mut dst[out..out + take])?;
+            mrs.read_local_crc(sge.lkey, sge.addr + skip, &mut dst[out..out + take], crc)?;
             out += take;
             skip = 0;
         }
@@ -304,14 +307,14 @@ mod tests {
         assert_eq!(sq.slot(0).packets, 3);
         assert_eq!(sq.slot(0).rqmsn, 0);
         let mut out = [0u8; 4];
-        sq.gather(0, 4, &mut out, &mrs).unwrap();
+        sq.gather(0, 4, &mut out, &mrs, &mut Crc::new()).unwrap();
         assert_eq!(
             out,
             [4, 0x80, 0x81, 0x82],
             "crosses from the first SGE to the second"
         );
         assert_eq!(
-            sq.gather(0, 10, &mut out, &mrs),
+            sq.gather(0, 10, &mut out, &mrs, &mut Crc::new()),
             Err(VerbsError::OutOfBounds)
         );
         for seq in 10..13 {

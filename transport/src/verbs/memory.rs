@@ -2,6 +2,8 @@
 //! runtime shares application memory across threads (as atomic words, `nic::memory`: no
 //! `unsafe` anywhere in the engine or the NIC runtime).
 
+use crate::wire::icrc::Crc;
+
 /// The bytes of one memory region.
 ///
 /// The engine checks every range against [`len`](Memory::len) before calling
@@ -22,6 +24,14 @@ pub trait Memory: Send {
     /// Copy `src` into the region starting at `offset`.
     fn write(&mut self, offset: usize, src: &[u8]);
 
+    /// [`read`](Memory::read), and run the ICRC over the bytes read: a sender gathers payload
+    /// into its frame and checksums it in one pass where the memory allows (issue #13). The
+    /// default reads, then checksums `dst`.
+    fn read_crc(&self, offset: usize, dst: &mut [u8], crc: &mut Crc) {
+        self.read(offset, dst);
+        crc.update(dst);
+    }
+
     /// The whole region as a slice, when the memory can lend one (plain buffers can; memory
     /// shared with another thread cannot).
     fn as_slice(&self) -> Option<&[u8]> {
@@ -39,6 +49,9 @@ impl Memory for Vec<u8> {
     fn write(&mut self, offset: usize, src: &[u8]) {
         self[offset..offset + src.len()].copy_from_slice(src);
     }
+    fn read_crc(&self, offset: usize, dst: &mut [u8], crc: &mut Crc) {
+        copy_crc(dst, &self[offset..offset + dst.len()], crc);
+    }
     fn as_slice(&self) -> Option<&[u8]> {
         Some(self)
     }
@@ -54,9 +67,19 @@ impl Memory for Box<[u8]> {
     fn write(&mut self, offset: usize, src: &[u8]) {
         self[offset..offset + src.len()].copy_from_slice(src);
     }
+    fn read_crc(&self, offset: usize, dst: &mut [u8], crc: &mut Crc) {
+        copy_crc(dst, &self[offset..offset + dst.len()], crc);
+    }
     fn as_slice(&self) -> Option<&[u8]> {
         Some(self)
     }
+}
+
+/// Copy `src` into `dst` and run the CRC over it, in one pass.
+#[inline]
+fn copy_crc(dst: &mut [u8], src: &[u8], crc: &mut Crc) {
+    dst.copy_from_slice(src);
+    crc.update(src);
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use core::fmt;
 
 use super::{Access, Memory, PdHandle, VerbsError};
 use crate::slab::Slab;
+use crate::wire::icrc::Crc;
 
 /// Keys of a registered region. The lkey names it in local scatter/gather entries, the rkey in
 /// a peer's RETH. Both carry a slot index and a generation, so a deregistered region's keys
@@ -146,12 +147,32 @@ impl MrTable {
     /// Read `dst.len()` bytes at `va` from the region `lkey` names. Bounds were checked when the
     /// work request was posted, but the region may have been deregistered since.
     pub fn read_local(&self, lkey: u32, va: u64, dst: &mut [u8]) -> Result<(), VerbsError> {
-        let mr = self.slab.get(lkey).ok_or(VerbsError::InvalidLkey(lkey))?;
-        let offset = mr
-            .offset_of(va, dst.len() as u64)
-            .ok_or(VerbsError::OutOfBounds)?;
+        let (mr, offset) = self.local(lkey, va, dst.len())?;
         mr.memory.read(offset, dst);
         Ok(())
+    }
+
+    /// [`read_local`](Self::read_local), running the ICRC `crc` over the bytes read (one pass
+    /// where the memory allows).
+    pub fn read_local_crc(
+        &self,
+        lkey: u32,
+        va: u64,
+        dst: &mut [u8],
+        crc: &mut Crc,
+    ) -> Result<(), VerbsError> {
+        let (mr, offset) = self.local(lkey, va, dst.len())?;
+        mr.memory.read_crc(offset, dst, crc);
+        Ok(())
+    }
+
+    /// The region `lkey` names and the offset of `va` in it, if `len` bytes fit there.
+    fn local(&self, lkey: u32, va: u64, len: usize) -> Result<(&Mr, usize), VerbsError> {
+        let mr = self.slab.get(lkey).ok_or(VerbsError::InvalidLkey(lkey))?;
+        let offset = mr
+            .offset_of(va, len as u64)
+            .ok_or(VerbsError::OutOfBounds)?;
+        Ok((mr, offset))
     }
 
     /// Place `src` at `va` in the region a peer's `rkey` names, if `pd` owns it, the range fits

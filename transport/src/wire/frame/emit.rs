@@ -175,11 +175,29 @@ impl FrameLayout {
     /// After the payload is in place: write the ICRC trailer, then the UDP checksum if
     /// configured (it covers the ICRC; the ICRC masks it).
     pub fn finish(&self, buf: &mut [u8], cfg: &WireConfig) {
+        let mut crc = self.icrc_before_payload(buf);
+        crc.update(&buf[self.payload.clone()]);
+        self.finish_from(buf, cfg, crc);
+    }
+
+    /// The ICRC over every header of the frame `emit` wrote into `buf`, before the payload:
+    /// a sender that copies the payload in continues it over the bytes it copies (one pass,
+    /// [`icrc::Crc`]), then calls [`finish_from`](Self::finish_from).
+    #[inline]
+    pub fn icrc_before_payload(&self, buf: &[u8]) -> icrc::Crc {
+        let mut crc = icrc::masked_headers(&buf[self.icrc_from..]);
+        crc.update(&buf[self.icrc_from + icrc::ICRC_MIN_COVERED..self.payload.start]);
+        crc
+    }
+
+    /// [`finish`](Self::finish) with the ICRC already run over the headers and the payload
+    /// (`crc`): the pad, the trailer, the UDP checksum.
+    #[inline]
+    pub fn finish_from(&self, buf: &mut [u8], cfg: &WireConfig, mut crc: icrc::Crc) {
         let end = self.len - ICRC_LEN;
-        let crc = icrc::compute(&buf[self.icrc_from..end])
-            .expect("emit laid out at least IPv6 + UDP + BTH");
+        crc.update(&buf[self.payload.end..end]);
         let mut trailer = [0u8; ICRC_LEN];
-        icrc::write(crc, &mut trailer);
+        icrc::write(crc.finalize(), &mut trailer);
         buf[end..self.len].copy_from_slice(&trailer);
         if cfg.udp_checksum {
             let ip = Ipv6Packet::new_unchecked(&buf[self.icrc_from..]);
