@@ -1,0 +1,370 @@
+//! The x86_64 folds: PCLMULQDQ over 128-bit blocks, VPCLMULQDQ over 512-bit ones (four
+//! 128-bit lanes folded in parallel), both finished by the same 128-bit tail and Barrett
+//! reduction (Gopal et al. 2009; the constants in `consts.rs`).
+//!
+//! The only module of the crate with `unsafe`: the intrinsics' loads and stores take raw
+//! pointers, and the `#[target_feature]` functions may only run on a CPU that has the
+//! features. Both are fenced here: the entry points are safe and check the features (detected
+//! once, cached); every pointer is within `src[..len]` / `dst[..len]`, which the callers pass
+//! as slices of that length.
+//!
+//! Each kernel is generic over `COPY`: when set, every vector loaded from `src` is stored to
+//! the same offset of `dst` before it is folded (the fused copy + CRC).
+
+#![allow(unsafe_code)]
+
+use core::arch::x86_64::{
+    __m128i, __m512i, _mm_and_si128, _mm_blendv_epi8, _mm_clmulepi64_si128, _mm_cvtsi32_si128,
+    _mm_extract_epi32, _mm_loadu_si128, _mm_set_epi64x, _mm_setzero_si128, _mm_shuffle_epi8,
+    _mm_srli_si128, _mm_storeu_si128, _mm_unpackhi_epi64, _mm_xor_si128, _mm512_broadcast_i32x4,
+    _mm512_castsi512_si128, _mm512_clmulepi64_epi128, _mm512_extracti32x4_epi32,
+    _mm512_loadu_si512, _mm512_set_epi64, _mm512_storeu_si512, _mm512_ternarylogic_epi64,
+    _mm512_xor_si512, _mm512_zextsi128_si512,
+};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use crate::consts::{BARRETT, REDUCE_96_64, fold_pair};
+
+/// What this CPU offers, detected once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Level {
+    /// Neither fold: the caller falls back.
+    None = 1,
+    /// PCLMULQDQ with SSE4.1 and SSSE3: the 128-bit fold.
+    Pclmul = 2,
+    /// And AVX-512 F/VL/BW with VPCLMULQDQ: the 512-bit fold.
+    Avx512 = 3,
+}
+
+/// 0 until the first call detects.
+static LEVEL: AtomicU8 = AtomicU8::new(0);
+
+#[inline]
+pub(crate) fn level() -> Level {
+    match LEVEL.load(Ordering::Relaxed) {
+        1 => Level::None,
+        2 => Level::Pclmul,
+        3 => Level::Avx512,
+        _ => detect(),
+    }
+}
+
+#[cold]
+fn detect() -> Level {
+    let pclmul = std::is_x86_feature_detected!("pclmulqdq")
+        && std::is_x86_feature_detected!("sse4.1")
+        && std::is_x86_feature_detected!("ssse3");
+    let avx512 = pclmul
+        && std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512vl")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("vpclmulqdq");
+    let level = if avx512 {
+        Level::Avx512
+    } else if pclmul {
+        Level::Pclmul
+    } else {
+        Level::None
+    };
+    LEVEL.store(level as u8, Ordering::Relaxed);
+    level
+}
+
+/// From this many bytes the 512-bit kernel runs four 512-bit accumulators; below it, one.
+const AVX512_WIDE_BYTES: usize = 256;
+/// From this many bytes the 512-bit kernel folds 512-bit blocks at all (below: 128-bit).
+const AVX512_MIN_BYTES: usize = 128;
+
+/// The raw register after `src` (and `dst` filled with `src` when `COPY`), on the fastest fold
+/// at `at_most`; `None` if this CPU has neither. `src.len() >= 16`.
+pub(crate) fn fold<const COPY: bool>(
+    at_most: Level,
+    crc: u32,
+    dst: &mut [u8],
+    src: &[u8],
+) -> Option<u32> {
+    assert!(src.len() >= 16, "the folds take at least one block");
+    assert!(
+        !COPY || dst.len() == src.len(),
+        "dst and src differ in length"
+    );
+    let dst = dst.as_mut_ptr();
+    match level().min(at_most) {
+        Level::None => None,
+        // Safety: the CPU has PCLMULQDQ, SSE4.1 and SSSE3 (detected); `src` holds `len`
+        // readable bytes and, when COPY, `dst` as many writable ones (checked above), and
+        // they do not overlap (a shared and a unique borrow).
+        Level::Pclmul => Some(unsafe { fold_128::<COPY>(crc, src.as_ptr(), dst, src.len()) }),
+        // Safety: as above, and the CPU has AVX-512 F/VL/BW and VPCLMULQDQ (detected).
+        Level::Avx512 => Some(unsafe { fold_512::<COPY>(crc, src.as_ptr(), dst, src.len()) }),
+    }
+}
+
+// ---- 128-bit ----------------------------------------------------------------------------
+
+/// `[low, high]` as a register.
+#[inline]
+#[target_feature(enable = "sse2")]
+fn pair(k: [u64; 2]) -> __m128i {
+    _mm_set_epi64x(k[1] as i64, k[0] as i64)
+}
+
+/// `x` moved `dist` bits on: its two halves times their constants, added.
+#[inline]
+#[target_feature(enable = "pclmulqdq,sse4.1,ssse3")]
+fn fold_by(x: __m128i, k: __m128i) -> __m128i {
+    _mm_xor_si128(
+        _mm_clmulepi64_si128::<0x00>(x, k),
+        _mm_clmulepi64_si128::<0x11>(x, k),
+    )
+}
+
+/// Load 16 bytes at `src + off` (and store them at `dst + off` when COPY).
+///
+/// # Safety
+/// `src + off .. + 16` readable; when COPY, `dst + off .. + 16` writable.
+#[inline]
+#[target_feature(enable = "pclmulqdq,sse4.1,ssse3")]
+unsafe fn load<const COPY: bool>(src: *const u8, dst: *mut u8, off: usize) -> __m128i {
+    // Safety: the caller's contract; unaligned loads and stores take any address.
+    unsafe {
+        let v = _mm_loadu_si128(src.add(off).cast());
+        if COPY {
+            _mm_storeu_si128(dst.add(off).cast(), v);
+        }
+        v
+    }
+}
+
+/// # Safety
+/// The CPU has PCLMULQDQ, SSE4.1, SSSE3; `src[..len]` readable, `len >= 16`; when COPY,
+/// `dst[..len]` writable.
+#[target_feature(enable = "pclmulqdq,sse4.1,ssse3")]
+unsafe fn fold_128<const COPY: bool>(crc: u32, src: *const u8, dst: *mut u8, len: usize) -> u32 {
+    let seed = _mm_cvtsi32_si128(crc as i32);
+    let mut p;
+    let x;
+    // Safety: every `load` below has `p + 16 <= len` (the loop conditions; `len >= 64` for
+    // the first four), and `finish` gets `p <= len`, `len >= 16`.
+    unsafe {
+        if len >= 64 {
+            // Four blocks in flight, each folded 512 bits on: the multiplies overlap.
+            let k = pair(fold_pair(512));
+            let mut x0 = _mm_xor_si128(load::<COPY>(src, dst, 0), seed);
+            let mut x1 = load::<COPY>(src, dst, 16);
+            let mut x2 = load::<COPY>(src, dst, 32);
+            let mut x3 = load::<COPY>(src, dst, 48);
+            p = 64;
+            while len - p >= 64 {
+                x0 = _mm_xor_si128(fold_by(x0, k), load::<COPY>(src, dst, p));
+                x1 = _mm_xor_si128(fold_by(x1, k), load::<COPY>(src, dst, p + 16));
+                x2 = _mm_xor_si128(fold_by(x2, k), load::<COPY>(src, dst, p + 32));
+                x3 = _mm_xor_si128(fold_by(x3, k), load::<COPY>(src, dst, p + 48));
+                p += 64;
+            }
+            x = _mm_xor_si128(
+                _mm_xor_si128(
+                    fold_by(x0, pair(fold_pair(384))),
+                    fold_by(x1, pair(fold_pair(256))),
+                ),
+                _mm_xor_si128(fold_by(x2, pair(fold_pair(128))), x3),
+            );
+        } else {
+            x = _mm_xor_si128(load::<COPY>(src, dst, 0), seed);
+            p = 16;
+        }
+        // Safety: as above, `p <= len` and `len >= 16`.
+        finish::<COPY>(x, src, dst, p, len)
+    }
+}
+
+/// Fold the blocks left after `p` into `x`, then the partial block, then reduce.
+///
+/// # Safety
+/// As `fold_128`, and `16 <= len`, `p <= len`.
+#[inline]
+#[target_feature(enable = "pclmulqdq,sse4.1,ssse3")]
+unsafe fn finish<const COPY: bool>(
+    mut x: __m128i,
+    src: *const u8,
+    dst: *mut u8,
+    mut p: usize,
+    len: usize,
+) -> u32 {
+    let k128 = pair(fold_pair(128));
+    while len - p >= 16 {
+        // Safety: `p + 16 <= len`.
+        x = _mm_xor_si128(fold_by(x, k128), unsafe { load::<COPY>(src, dst, p) });
+        p += 16;
+    }
+    let t = len - p;
+    if t > 0 {
+        // The message ends with `x` (16 bytes) and `t` more. Its last 16 bytes are `x`'s
+        // last 16 - t and the tail, which is the end of the last 16 bytes of `src`; its first
+        // t are `x`'s first t, which behind 16 - t zero bytes (zeros in front change nothing)
+        // make a block that folds 128 bits on onto those 16.
+        // Safety: `len >= 16`, so `len - 16 .. len` is in bounds; `t < 16` so the masks' reads
+        // stay within the 48 bytes of SHIFT.
+        unsafe {
+            let last = load::<COPY>(src, dst, len - 16);
+            let up = _mm_loadu_si128(SHIFT.as_ptr().add(t).cast());
+            let down = _mm_loadu_si128(SHIFT.as_ptr().add(16 + t).cast());
+            let head = _mm_shuffle_epi8(x, up);
+            // `down` has its high bit set exactly on the bytes the tail fills.
+            let rest = _mm_blendv_epi8(_mm_shuffle_epi8(x, down), last, down);
+            x = _mm_xor_si128(fold_by(head, k128), rest);
+        }
+    }
+    reduce(x)
+}
+
+/// `SHIFT[t..t + 16]` moves a register's bytes up by 16 - t (zeros in), `SHIFT[16 + t..]`
+/// down by t (0x80 where zeros come in): `pshufb` masks.
+static SHIFT: [u8; 48] = {
+    let mut s = [0x80u8; 48];
+    let mut i = 0;
+    while i < 16 {
+        s[16 + i] = i as u8;
+        i += 1;
+    }
+    s
+};
+
+/// The raw register from a 128-bit block `S` whose CRC is `S * x^32 mod P`.
+#[inline]
+#[target_feature(enable = "pclmulqdq,sse4.1,ssse3")]
+fn reduce(x: __m128i) -> u32 {
+    let zero = _mm_setzero_si128();
+    let k = pair(REDUCE_96_64);
+    // 128 -> 96 bits (bits 32..128): the low half's product, plus the high half moved 32 on.
+    let a = _mm_xor_si128(
+        _mm_clmulepi64_si128::<0x00>(x, k),
+        _mm_srli_si128::<4>(_mm_unpackhi_epi64(zero, x)),
+    );
+    // 96 -> 64 bits (the high half): the top 32 times their constant, plus the rest.
+    let b = _mm_xor_si128(
+        _mm_clmulepi64_si128::<0x10>(a, k),
+        _mm_unpackhi_epi64(zero, a),
+    );
+    // Barrett.
+    let mp = pair(BARRETT);
+    let b_top = _mm_and_si128(b, _mm_set_epi64x(0xFFFF_FFFF, 0));
+    let t1 = _mm_clmulepi64_si128::<0x01>(b_top, mp);
+    let q = _mm_and_si128(t1, _mm_set_epi64x(0, 0xFFFF_FFFF));
+    let t2 = _mm_clmulepi64_si128::<0x10>(q, mp);
+    (_mm_extract_epi32::<3>(b) ^ _mm_extract_epi32::<1>(t2)) as u32
+}
+
+// ---- 512-bit ----------------------------------------------------------------------------
+
+/// The 512-bit fold's feature set.
+macro_rules! avx512 {
+    ($($item:item)*) => {$(
+        #[target_feature(enable = "avx512f,avx512vl,avx512bw,vpclmulqdq,pclmulqdq,sse4.1,ssse3")]
+        $item
+    )*};
+}
+
+avx512! {
+    /// Each 128-bit lane of `x` moved on by the lane's pair in `k`.
+    #[inline]
+    fn fold_by_512(x: __m512i, k: __m512i) -> __m512i {
+        _mm512_xor_si512(
+            _mm512_clmulepi64_epi128::<0x00>(x, k),
+            _mm512_clmulepi64_epi128::<0x11>(x, k),
+        )
+    }
+
+    /// `x` moved on by `k`, plus `data` (one three-way xor).
+    #[inline]
+    fn fold_add_512(x: __m512i, k: __m512i, data: __m512i) -> __m512i {
+        _mm512_ternarylogic_epi64::<0x96>(
+            _mm512_clmulepi64_epi128::<0x00>(x, k),
+            _mm512_clmulepi64_epi128::<0x11>(x, k),
+            data,
+        )
+    }
+
+    /// Load 64 bytes at `src + off` (and store them at `dst + off` when COPY).
+    ///
+    /// # Safety
+    /// `src + off .. + 64` readable; when COPY, `dst + off .. + 64` writable.
+    #[inline]
+    unsafe fn load_512<const COPY: bool>(src: *const u8, dst: *mut u8, off: usize) -> __m512i {
+        // Safety: the caller's contract; unaligned loads and stores take any address.
+        unsafe {
+            let v = _mm512_loadu_si512(src.add(off).cast());
+            if COPY {
+                _mm512_storeu_si512(dst.add(off).cast(), v);
+            }
+            v
+        }
+    }
+
+    /// # Safety
+    /// The CPU has the features; `src[..len]` readable, `len >= 16`; when COPY, `dst[..len]`
+    /// writable.
+    unsafe fn fold_512<const COPY: bool>(
+        crc: u32,
+        src: *const u8,
+        dst: *mut u8,
+        len: usize,
+    ) -> u32 {
+        if len < AVX512_MIN_BYTES {
+            // Safety: the same contract, and these features include fold_128's.
+            return unsafe { fold_128::<COPY>(crc, src, dst, len) };
+        }
+        let seed = _mm512_zextsi128_si512(_mm_cvtsi32_si128(crc as i32));
+        let k512 = _mm512_broadcast_i32x4(pair(fold_pair(512)));
+        let mut p;
+        let mut y;
+        // Safety: every `load_512` below has `p + 64 <= len` (the loop conditions, and
+        // `len >= AVX512_MIN_BYTES >= 64` or `>= AVX512_WIDE_BYTES` for the first ones).
+        unsafe {
+            if len >= AVX512_WIDE_BYTES {
+                // Four 512-bit accumulators (sixteen blocks in flight), each 2048 bits on.
+                let k = _mm512_broadcast_i32x4(pair(fold_pair(2048)));
+                let mut x0 = _mm512_xor_si512(load_512::<COPY>(src, dst, 0), seed);
+                let mut x1 = load_512::<COPY>(src, dst, 64);
+                let mut x2 = load_512::<COPY>(src, dst, 128);
+                let mut x3 = load_512::<COPY>(src, dst, 192);
+                p = 256;
+                while len - p >= 256 {
+                    x0 = fold_add_512(x0, k, load_512::<COPY>(src, dst, p));
+                    x1 = fold_add_512(x1, k, load_512::<COPY>(src, dst, p + 64));
+                    x2 = fold_add_512(x2, k, load_512::<COPY>(src, dst, p + 128));
+                    x3 = fold_add_512(x3, k, load_512::<COPY>(src, dst, p + 192));
+                    p += 256;
+                }
+                let k1536 = _mm512_broadcast_i32x4(pair(fold_pair(1536)));
+                let k1024 = _mm512_broadcast_i32x4(pair(fold_pair(1024)));
+                y = _mm512_ternarylogic_epi64::<0x96>(
+                    fold_by_512(x0, k1536),
+                    fold_by_512(x1, k1024),
+                    fold_add_512(x2, k512, x3),
+                );
+            } else {
+                y = _mm512_xor_si512(load_512::<COPY>(src, dst, 0), seed);
+                p = 64;
+            }
+            while len - p >= 64 {
+                y = fold_add_512(y, k512, load_512::<COPY>(src, dst, p));
+                p += 64;
+            }
+        }
+        // Four lanes to one: lane i moved on 128 * (3 - i) bits, the last as it is.
+        let [a0, a1] = fold_pair(384);
+        let [b0, b1] = fold_pair(256);
+        let [c0, c1] = fold_pair(128);
+        let k = _mm512_set_epi64(0, 0, c1 as i64, c0 as i64, b1 as i64, b0 as i64, a1 as i64, a0 as i64);
+        let t = fold_by_512(y, k);
+        let x = _mm_xor_si128(
+            _mm_xor_si128(_mm512_castsi512_si128(t), _mm512_extracti32x4_epi32::<1>(t)),
+            _mm_xor_si128(_mm512_extracti32x4_epi32::<2>(t), _mm512_extracti32x4_epi32::<3>(y)),
+        );
+        // Safety: `p <= len`, `len >= 16`, and the contract of this function.
+        unsafe { finish::<COPY>(x, src, dst, p, len) }
+    }
+}
+
+const _: () = assert!(AVX512_MIN_BYTES >= 64 && AVX512_WIDE_BYTES >= 256);
