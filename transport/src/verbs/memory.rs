@@ -78,8 +78,7 @@ impl Memory for Box<[u8]> {
 /// Copy `src` into `dst` and run the CRC over it, in one pass.
 #[inline]
 fn copy_crc(dst: &mut [u8], src: &[u8], crc: &mut Crc) {
-    dst.copy_from_slice(src);
-    crc.update(src);
+    crc.update_copy(dst, src);
 }
 
 #[cfg(test)]

@@ -86,6 +86,17 @@ impl Body {
     /// Parse the body `opcode` announces from the start of `buf`; `ts` is the BTH flag.
     /// Returns the body and its length.
     pub fn parse(opcode: Opcode, ts: bool, buf: &[u8]) -> Result<(Self, usize)> {
+        if opcode.is_write()
+            && let Some((w, len)) = write_fixed(opcode, ts, buf)
+        {
+            return Ok((Self::Write(w), len));
+        }
+        Self::parse_checked(opcode, ts, buf)
+    }
+
+    /// [`parse`](Self::parse) one checked view per header: every body, and the typed error
+    /// of a short one.
+    fn parse_checked(opcode: Opcode, ts: bool, buf: &[u8]) -> Result<(Self, usize)> {
         let body = match opcode {
             op if op.is_write() => {
                 let meth = MethRepr::parse(&MethPacket::new_checked(buf)?)?;
@@ -160,9 +171,76 @@ impl Body {
     }
 }
 
+/// A Write's headers when all of them are in `buf`: one length check, then each header read
+/// at its fixed offset (the receive fast path, issue #13). `None` (too short) leaves the
+/// typed error to the checked parse.
+#[inline]
+fn write_fixed(op: Opcode, ts: bool, buf: &[u8]) -> Option<(WriteHeaders, usize)> {
+    let tseth_len = if ts { TSETH_LEN } else { 0 };
+    let imm_len = if op.has_immediate() { IMMDT_LEN } else { 0 };
+    let len = METH_LEN + tseth_len + RETH_LEN + imm_len;
+    let b = buf.get(..len)?;
+    let m = MethPacket::new_unchecked(&b[..METH_LEN]);
+    let meth = MethRepr {
+        rqmsn: m.rqmsn(),
+        msn: m.msn(),
+    };
+    let mut at = METH_LEN;
+    let tseth = ts.then(|| {
+        let t = TsethPacket::new_unchecked(&b[at..at + TSETH_LEN]);
+        at += TSETH_LEN;
+        TsethRepr {
+            tx_timestamp: t.tx_timestamp(),
+            tsr: t.tsr(),
+            format_type: t.format_type(),
+        }
+    });
+    let r = RethPacket::new_unchecked(&b[at..at + RETH_LEN]);
+    let reth = RethRepr {
+        va: r.va(),
+        rkey: r.rkey(),
+        dma_len: r.dma_len(),
+    };
+    at += RETH_LEN;
+    let immdt = op.has_immediate().then(|| ImmDtRepr {
+        imm: ImmDtPacket::new_unchecked(&b[at..at + IMMDT_LEN]).imm(),
+    });
+    Some((
+        WriteHeaders {
+            meth,
+            tseth,
+            reth,
+            immdt,
+        },
+        len,
+    ))
+}
+
 /// `buf[at..]`, or an empty slice past the end (the next `new_checked` reports truncation).
 fn tail(buf: &[u8], at: usize) -> &[u8] {
     buf.get(at..).unwrap_or(&[])
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn fixed_offset_write_parse_matches_the_checked_one(
+            code in 0xc6u8..=0xcb,
+            ts in any::<bool>(),
+            buf in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let op = Opcode::from_u8(code);
+            prop_assert_eq!(
+                write_fixed(op, ts, &buf).map(|(w, n)| (Body::Write(w), n)),
+                Body::parse_checked(op, ts, &buf).ok()
+            );
+        }
+    }
 }
 
 impl fmt::Display for Body {
