@@ -37,9 +37,19 @@ const fn fold_k(e: u32) -> u64 {
 /// The pair that folds a 128-bit block `dist_bits` further along the message: its low half
 /// (the higher powers) by `x^(dist+64)`, its high half by `x^dist`. `[low, high]` as the two
 /// 64-bit lanes of the register (low first).
-pub(crate) const fn fold_pair(dist_bits: u32) -> [u64; 2] {
+const fn fold_pair(dist_bits: u32) -> [u64; 2] {
     [fold_k(dist_bits + 32), fold_k(dist_bits - 32)]
 }
+
+// Named constants, so that they are computed by the compiler (a `const fn` called at run time
+// runs at run time: thousands of shifts per call).
+pub(crate) const FOLD_128: [u64; 2] = fold_pair(128);
+pub(crate) const FOLD_256: [u64; 2] = fold_pair(256);
+pub(crate) const FOLD_384: [u64; 2] = fold_pair(384);
+pub(crate) const FOLD_512: [u64; 2] = fold_pair(512);
+pub(crate) const FOLD_1024: [u64; 2] = fold_pair(1024);
+pub(crate) const FOLD_1536: [u64; 2] = fold_pair(1536);
+pub(crate) const FOLD_2048: [u64; 2] = fold_pair(2048);
 
 /// The final reduction of a 128-bit block `S` (the CRC of the whole is `S * x^32 mod P`):
 /// 1. `S * x^32 = L * x^96 + H * x^32` becomes 96 bits: `L * (x * (x^95 mod P))`, the

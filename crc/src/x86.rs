@@ -23,7 +23,9 @@ use core::arch::x86_64::{
 };
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::consts::{BARRETT, REDUCE_96_64, fold_pair};
+use crate::consts::{
+    BARRETT, FOLD_128, FOLD_256, FOLD_384, FOLD_512, FOLD_1024, FOLD_1536, FOLD_2048, REDUCE_96_64,
+};
 
 /// What this CPU offers, detected once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -149,7 +151,7 @@ unsafe fn fold_128<const COPY: bool>(crc: u32, src: *const u8, dst: *mut u8, len
     unsafe {
         if len >= 64 {
             // Four blocks in flight, each folded 512 bits on: the multiplies overlap.
-            let k = pair(fold_pair(512));
+            let k = pair(FOLD_512);
             let mut x0 = _mm_xor_si128(load::<COPY>(src, dst, 0), seed);
             let mut x1 = load::<COPY>(src, dst, 16);
             let mut x2 = load::<COPY>(src, dst, 32);
@@ -163,11 +165,8 @@ unsafe fn fold_128<const COPY: bool>(crc: u32, src: *const u8, dst: *mut u8, len
                 p += 64;
             }
             x = _mm_xor_si128(
-                _mm_xor_si128(
-                    fold_by(x0, pair(fold_pair(384))),
-                    fold_by(x1, pair(fold_pair(256))),
-                ),
-                _mm_xor_si128(fold_by(x2, pair(fold_pair(128))), x3),
+                _mm_xor_si128(fold_by(x0, pair(FOLD_384)), fold_by(x1, pair(FOLD_256))),
+                _mm_xor_si128(fold_by(x2, pair(FOLD_128)), x3),
             );
         } else {
             x = _mm_xor_si128(load::<COPY>(src, dst, 0), seed);
@@ -191,7 +190,7 @@ unsafe fn finish<const COPY: bool>(
     mut p: usize,
     len: usize,
 ) -> u32 {
-    let k128 = pair(fold_pair(128));
+    let k128 = pair(FOLD_128);
     while len - p >= 16 {
         // Safety: `p + 16 <= len`.
         x = _mm_xor_si128(fold_by(x, k128), unsafe { load::<COPY>(src, dst, p) });
@@ -315,7 +314,7 @@ avx512! {
             return unsafe { fold_128::<COPY>(crc, src, dst, len) };
         }
         let seed = _mm512_zextsi128_si512(_mm_cvtsi32_si128(crc as i32));
-        let k512 = _mm512_broadcast_i32x4(pair(fold_pair(512)));
+        let k512 = _mm512_broadcast_i32x4(pair(FOLD_512));
         let mut p;
         let mut y;
         // Safety: every `load_512` below has `p + 64 <= len` (the loop conditions, and
@@ -323,7 +322,7 @@ avx512! {
         unsafe {
             if len >= AVX512_WIDE_BYTES {
                 // Four 512-bit accumulators (sixteen blocks in flight), each 2048 bits on.
-                let k = _mm512_broadcast_i32x4(pair(fold_pair(2048)));
+                let k = _mm512_broadcast_i32x4(pair(FOLD_2048));
                 let mut x0 = _mm512_xor_si512(load_512::<COPY>(src, dst, 0), seed);
                 let mut x1 = load_512::<COPY>(src, dst, 64);
                 let mut x2 = load_512::<COPY>(src, dst, 128);
@@ -336,8 +335,8 @@ avx512! {
                     x3 = fold_add_512(x3, k, load_512::<COPY>(src, dst, p + 192));
                     p += 256;
                 }
-                let k1536 = _mm512_broadcast_i32x4(pair(fold_pair(1536)));
-                let k1024 = _mm512_broadcast_i32x4(pair(fold_pair(1024)));
+                let k1536 = _mm512_broadcast_i32x4(pair(FOLD_1536));
+                let k1024 = _mm512_broadcast_i32x4(pair(FOLD_1024));
                 y = _mm512_ternarylogic_epi64::<0x96>(
                     fold_by_512(x0, k1536),
                     fold_by_512(x1, k1024),
@@ -353,9 +352,9 @@ avx512! {
             }
         }
         // Four lanes to one: lane i moved on 128 * (3 - i) bits, the last as it is.
-        let [a0, a1] = fold_pair(384);
-        let [b0, b1] = fold_pair(256);
-        let [c0, c1] = fold_pair(128);
+        let [a0, a1] = FOLD_384;
+        let [b0, b1] = FOLD_256;
+        let [c0, c1] = FOLD_128;
         let k = _mm512_set_epi64(0, 0, c1 as i64, c0 as i64, b1 as i64, b0 as i64, a1 as i64, a0 as i64);
         let t = fold_by_512(y, k);
         let x = _mm_xor_si128(
