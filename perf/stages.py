@@ -25,7 +25,7 @@ PACKETS_PER_ITER = 256
 
 # (stage, patterns over the source file); first match wins.
 STAGES = [
-    ("ICRC", [r"/crc/src/", r"crc32fast", r"wire/icrc\.rs"]),
+    ("ICRC", [r"(^|/)crc/src/", r"crc32fast", r"wire/icrc\.rs"]),
     ("RX parse", [r"wire/frame/fast\.rs", r"wire/frame/parse\.rs"]),
     ("TX build (headers)", [r"wire/frame/emit\.rs", r"qp/frames\.rs"]),
     ("headers (fields, by side)", [r"transport/src/wire/", r"srv6/src/wire/", r"smoltcp"]),

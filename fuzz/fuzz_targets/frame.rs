@@ -1,8 +1,10 @@
 #![no_main]
 //! `parse_frame` never panics on any bytes, with or without the ICRC check; a frame that
-//! parses (untrimmed) rebuilds into a frame that parses to the same headers and payload.
+//! parses (untrimmed) rebuilds into a frame that parses to the same headers and payload; the
+//! fixed-offset fast path and the general parser agree on every input (same frame, or the
+//! general parser's error).
 use libfuzzer_sys::fuzz_target;
-use mrc_transport::wire::{Body, WireConfig, parse_frame};
+use mrc_transport::wire::{Body, WireConfig, parse_frame, parse_frame_general};
 
 fuzz_target!(|data: &[u8]| {
     let strict = WireConfig::default();
@@ -11,6 +13,9 @@ fuzz_target!(|data: &[u8]| {
         ..strict
     };
     let _ = parse_frame(data, &strict).map(|f| f.to_string());
+    for cfg in [&strict, &lenient] {
+        assert_eq!(parse_frame(data, cfg), parse_frame_general(data, cfg));
+    }
     let Ok(f) = parse_frame(data, &lenient) else {
         return;
     };
