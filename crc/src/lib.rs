@@ -1,5 +1,5 @@
 //! CRC-32/ISO-HDLC — the zlib / Ethernet polynomial 0x04C11DB7, reflected, the RoCEv2 ICRC
-//! (IBTA vol. 1 annex A17 §A17.3.3) — at the speed this machine offers, with a fused copy +
+//! (`shared/reference/fastpath.md`, "The ICRC") — at the speed this machine offers, with a fused copy +
 //! CRC for the receive and transmit paths that move the payload anyway.
 //!
 //! The result is always `crc32fast::hash` of the bytes fed; the paths (README.md):
