@@ -20,10 +20,12 @@ use mrc_transport::verbs::{
     Access, CqHandle, InitAttr, QpCap, QpInitAttr, QpTransition, Qpn, RemoteNic, RtrAttr, RtsAttr,
     SendOpcode, SendWr, Sge, WorkCompletion,
 };
-use mrc_transport::{Endpoint, EndpointConfig, Instant, PathMode, PortConfig, PortMask};
+use mrc_transport::{Endpoint, EndpointConfig, Instant, PathMode, PortConfig, PortMask, Transmit};
 
 /// Data packets per iteration.
 const BATCH: u32 = 256;
+/// Frames per TX/RX burst.
+const BURST: usize = 32;
 const SRC_VA: u64 = 0x1000_0000;
 const DST_VA: u64 = 0x2000_0000;
 
@@ -52,7 +54,9 @@ struct Pair {
     lkey: u32,
     rkey: u32,
     len: u32,
-    buf: Vec<u8>,
+    /// One TX burst of frame buffers, as a NIC's descriptors (issue #13: bursts of 32).
+    bufs: Vec<Vec<u8>>,
+    sent: [Transmit; BURST],
     now: Instant,
     wcs: [WorkCompletion; 4],
 }
@@ -128,7 +132,7 @@ impl Pair {
             rts.mpr = 4096;
             ep.modify_qp(qps[h].0, QpTransition::Rts(rts)).unwrap();
         }
-        let buf = vec![0u8; a.max_frame_len()];
+        let bufs = vec![vec![0u8; a.max_frame_len()]; BURST];
         Self {
             a,
             b,
@@ -137,7 +141,8 @@ impl Pair {
             lkey: keys[0].lkey,
             rkey: keys[1].rkey,
             len,
-            buf,
+            bufs,
+            sent: [Transmit { len: 0, port: 0 }; BURST],
             now: Instant(1_000),
             wcs: [WorkCompletion::EMPTY; 4],
         }
@@ -162,12 +167,22 @@ impl Pair {
         loop {
             self.now.0 += 100;
             let now = self.now;
-            while let Some(t) = self.a.poll_transmit(now, PortMask::ALL, &mut self.buf) {
-                self.b.handle_packet(now, t.port, &self.buf[..t.len]);
-            }
-            while let Some(t) = self.b.poll_transmit(now, PortMask::ALL, &mut self.buf) {
-                self.a.handle_packet(now, t.port, &self.buf[..t.len]);
-            }
+            // Bursts of frames from one end to the other, as a NIC loop moves them (one port
+            // here: every frame of a burst arrives on it).
+            burst(
+                &mut self.a,
+                &mut self.b,
+                now,
+                &mut self.bufs,
+                &mut self.sent,
+            );
+            burst(
+                &mut self.b,
+                &mut self.a,
+                now,
+                &mut self.bufs,
+                &mut self.sent,
+            );
             for ep in [&mut self.a, &mut self.b] {
                 if ep.poll_timeout().is_some_and(|d| d <= now) {
                     ep.handle_timeout(now);
@@ -176,6 +191,24 @@ impl Pair {
             if self.a.poll_cq(self.cq, &mut self.wcs).unwrap() > 0 {
                 return;
             }
+        }
+    }
+}
+
+/// Every frame `from` has to send now, in bursts of [`BURST`], handed to `to`.
+fn burst(
+    from: &mut Endpoint,
+    to: &mut Endpoint,
+    now: Instant,
+    bufs: &mut [Vec<u8>],
+    sent: &mut [Transmit; BURST],
+) {
+    loop {
+        let n = from.poll_transmit_burst(now, PortMask::ALL, bufs, sent);
+        let frames = bufs[..n].iter().zip(&sent[..n]);
+        to.handle_packets(now, 0, frames.map(|(b, t)| &b[..t.len]));
+        if n < BURST {
+            return;
         }
     }
 }

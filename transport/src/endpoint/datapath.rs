@@ -67,13 +67,38 @@ pub(crate) struct Answer {
 impl Endpoint {
     /// A frame arrived on `port`. The payload of a Write is placed straight from `frame` into
     /// registered memory; nothing is kept of `frame` after the call.
+    ///
+    /// A thin wrapper of [`handle_packets`](Self::handle_packets) for one frame.
     pub fn handle_packet(&mut self, now: Instant, port: u8, frame: &[u8]) {
+        self.handle_packets(now, port, [frame]);
+    }
+
+    /// A burst of frames arrived on `port` (what one RX burst of the NIC returned): one clock
+    /// update and one port check for the burst, then each frame in order, exactly as
+    /// [`handle_packet`](Self::handle_packet) would take it (issue #13, burst interfaces).
+    pub fn handle_packets<'f>(
+        &mut self,
+        now: Instant,
+        port: u8,
+        frames: impl IntoIterator<Item = &'f [u8]>,
+    ) {
         self.now = self.now.max(now);
-        self.stats.frames_received += 1;
         if usize::from(port) >= self.cfg.ports.len() {
-            self.stats.drops.add(DropReason::Unexpected);
+            for _ in frames {
+                self.stats.frames_received += 1;
+                self.stats.drops.add(DropReason::Unexpected);
+            }
             return;
         }
+        for frame in frames {
+            self.stats.frames_received += 1;
+            self.receive(now, port, frame);
+        }
+    }
+
+    /// One frame of a burst, on a port that exists.
+    #[inline]
+    fn receive(&mut self, now: Instant, port: u8, frame: &[u8]) {
         let f = match parse_frame(frame, &self.cfg.wire) {
             Ok(f) => f,
             Err(e) => {
@@ -133,6 +158,41 @@ impl Endpoint {
         if ready == 0 {
             return None;
         }
+        self.transmit(now, ready, buf)
+    }
+
+    /// Up to `bufs.len()` frames, the next ones [`poll_transmit`](Self::poll_transmit) would
+    /// write, one per buffer (each at least [`max_frame_len`](Self::max_frame_len) bytes),
+    /// with one clock update and one port check for the burst; their lengths and ports go to
+    /// `out` (at least as long as `bufs`). Returns how many were written: fewer than asked
+    /// when nothing more is due on `ready` now. For a NIC that takes a burst of descriptors
+    /// whose ports all had room when the burst began (issue #13, burst interfaces).
+    pub fn poll_transmit_burst<B: AsMut<[u8]>>(
+        &mut self,
+        now: Instant,
+        ready: PortMask,
+        bufs: &mut [B],
+        out: &mut [Transmit],
+    ) -> usize {
+        self.now = self.now.max(now);
+        let ready = ready.0 & self.ports_up;
+        if ready == 0 {
+            return 0;
+        }
+        let mut n = 0;
+        for (buf, slot) in bufs.iter_mut().zip(out.iter_mut()) {
+            let Some(t) = self.transmit(now, ready, buf.as_mut()) else {
+                break;
+            };
+            *slot = t;
+            n += 1;
+        }
+        n
+    }
+
+    /// The next frame on ports `ready` (already masked with the usable ones).
+    #[inline]
+    fn transmit(&mut self, now: Instant, ready: u32, buf: &mut [u8]) -> Option<Transmit> {
         if let Some(t) = self.poll_endpoint_op(ready, buf) {
             self.stats.frames_sent += 1;
             return Some(t);
