@@ -59,11 +59,11 @@ fn bench(c: &mut Criterion) {
         let mut b = Bufs::new(len);
         for (offset, name) in OFFSETS {
             g.bench_function(format!("region_write_{name}"), |x| {
-                x.iter(|| b.write(offset))
+                x.iter(|| b.write(offset));
             });
             g.bench_function(format!("region_read_{name}"), |x| x.iter(|| b.read(offset)));
             g.bench_function(format!("vec_copy_{name}"), |x| {
-                x.iter(|| b.vec_copy(offset))
+                x.iter(|| b.vec_copy(offset));
             });
         }
         g.finish();
