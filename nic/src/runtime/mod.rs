@@ -220,7 +220,8 @@ impl<P: PacketIo> NicRunner<P> {
 
     fn run_commands(&mut self) -> usize {
         let mut n = 0;
-        while n < 16 {
+        // `is_empty` first: a `pop` that finds nothing costs a full fence (issue #13).
+        while n < 16 && !self.shared.commands.is_empty() {
             let Some(cmd) = self.shared.commands.pop() else {
                 break;
             };

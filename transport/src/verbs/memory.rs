@@ -1,6 +1,7 @@
 //! Registered memory behind a trait, so the simulator can own plain buffers while the NIC
-//! runtime shares application memory across threads (as atomic words, `nic::memory`: no
-//! `unsafe` anywhere in the engine or the NIC runtime).
+//! runtime shares application memory across threads (`nic::memory`: every byte accessed as a
+//! relaxed atomic, copied at memcpy speed by the one fenced module `nic/src/memory/racy.rs`;
+//! no `unsafe` in the engine).
 
 use crate::wire::icrc::Crc;
 
