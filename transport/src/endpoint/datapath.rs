@@ -300,8 +300,11 @@ impl Endpoint {
             self.planes[usize::from(port)].port_down_events += 1;
         }
         self.events.push(Event::PortStatus { port, up });
-        let idxs: Vec<usize> = self.qps.iter().map(|(i, _)| i).collect();
-        for idx in idxs {
+        // Every QP reacts (no allocation: slot indices, empty ones skipped).
+        for idx in 0..self.qps.capacity_used() {
+            if self.qps.at(idx).is_none() {
+                continue;
+            }
             if !up {
                 self.with_qp(idx, |qp, ctx| qp.on_port_down(port, ctx));
             }
@@ -367,14 +370,12 @@ impl Endpoint {
                 port_status_mask,
                 ..
             })) => {
-                let idxs: Vec<usize> = self
-                    .qps
-                    .iter()
-                    .filter(|(_, q)| q.peer_addr() == Some(src))
-                    .map(|(i, _)| i)
-                    .collect();
                 let hold = self.cfg.timers.remote_port_down_hold;
-                for idx in idxs {
+                // Every QP to that peer (no allocation: slot indices).
+                for idx in 0..self.qps.capacity_used() {
+                    if self.qps.at(idx).and_then(Qp::peer_addr) != Some(src) {
+                        continue;
+                    }
                     self.with_qp(idx, |qp, ctx| {
                         qp.on_remote_port_status(port_status_mask, hold, ctx);
                     });
