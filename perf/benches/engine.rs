@@ -7,6 +7,7 @@
 //!
 //! `cargo bench -p mrc-perf-bench --bench engine -- --quick`
 
+use std::fmt::Write as _;
 use std::hint::black_box;
 use std::net::Ipv6Addr;
 use std::sync::Arc;
@@ -287,7 +288,7 @@ fn summary() {
             let t = per_call(0.5, || p.write_once());
             let mpps = f64::from(BATCH) / t / 1e6;
             let gbps = f64::from(BATCH * payload) * 8.0 / t / 1e9;
-            line += &format!("  {mpps:6.2} Mpps {gbps:6.1} Gb/s");
+            let _ = write!(line, "  {mpps:6.2} Mpps {gbps:6.1} Gb/s");
             if payload == 4096 {
                 engine_4k[i] = t;
             }

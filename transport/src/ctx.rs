@@ -127,6 +127,8 @@ pub(crate) struct Ctx<'a> {
     pub cfg: &'a EndpointConfig,
     pub mrs: &'a mut MrTable,
     pub cqs: &'a mut Slab<Cq>,
+    /// CQs given a completion since the owner last took the list.
+    pub ready_cqs: &'a mut Vec<CqHandle>,
     pub ccs: &'a mut CcTable,
     pub events: &'a mut EventQueue,
     pub stats: &'a mut EndpointStats,
@@ -151,6 +153,9 @@ impl Ctx<'_> {
         if !q.push(wc) {
             self.stats.cq_overruns += 1;
             self.events.push(Event::CqOverrun { cq });
+        } else if !q.listed {
+            q.listed = true;
+            self.ready_cqs.push(cq);
         }
     }
 

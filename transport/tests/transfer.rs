@@ -3,7 +3,8 @@
 
 mod common;
 
-use common::{ConnOpts, NetBuilder, connect, write_and_check};
+use common::{ConnOpts, NetBuilder, connect, finish_write, start_write, write_and_check};
+use mrc_transport::Duration;
 
 #[test]
 fn single_path_writes_of_every_shape_land_byte_for_byte() {
@@ -93,4 +94,43 @@ fn a_write_the_responder_refuses_fails_with_a_remote_access_error() {
     let mem = net.ep(1).mr_slice(dst.lkey).unwrap();
     let want = pattern(1);
     assert!(mem[..8192].iter().enumerate().all(|(i, &b)| b == want(i)));
+}
+
+/// `take_ready_cqs` names each CQ that was given completions since the last call, once: what
+/// a NIC loop polls instead of every CQ (issue #13).
+#[test]
+fn the_endpoint_lists_each_cq_given_completions_once_per_new_completion() {
+    let mut net = NetBuilder {
+        planes: 1,
+        paths_per_plane: 1,
+        ..NetBuilder::default()
+    }
+    .build();
+    let c = connect(&mut net, 0, 1, ConnOpts::default());
+    let mut ready = Vec::new();
+    let take = |net: &mut common::Net, h: usize| {
+        let mut v = Vec::new();
+        net.ep(h).take_ready_cqs(&mut v);
+        v
+    };
+    net.ep(0).take_ready_cqs(&mut ready);
+    assert!(ready.is_empty(), "no completion yet: {ready:?}");
+    for round in 0..2 {
+        let job = start_write(&mut net, &c, 3 * 4096, Some(7), round);
+        net.run_until_idle(Duration::from_millis(50));
+        assert_eq!(
+            take(&mut net, 0),
+            vec![c.cq_a],
+            "the Write's send completion"
+        );
+        assert_eq!(
+            take(&mut net, 1),
+            vec![c.cq_b],
+            "the immediate's receive completion"
+        );
+        // Not polled yet, and nothing new: listed once.
+        assert!(take(&mut net, 0).is_empty());
+        assert!(take(&mut net, 1).is_empty());
+        finish_write(&mut net, &c, job);
+    }
 }

@@ -25,13 +25,20 @@ pub(crate) struct CqEntry {
     pub handle: CqHandle,
     pub ring: Arc<CqRing>,
     pub backlog: VecDeque<WorkCompletion>,
+    /// On `NicState::pending`.
+    pub pending: bool,
 }
 
 /// Everything the NIC thread owns besides its ports.
 #[derive(Debug)]
 pub(crate) struct NicState {
     pub(crate) endpoint: Endpoint,
-    pub(crate) cqs: Vec<CqEntry>,
+    pub(crate) cqs: HashMap<CqHandle, CqEntry>,
+    /// CQs that may hold completions for the application: the engine listed them, or the NIC
+    /// made some itself, or their ring was full. Only these are polled (issue #13).
+    pending: Vec<CqHandle>,
+    /// Scratch for `pending` while it is worked through.
+    still: Vec<CqHandle>,
     /// The send and receive CQ of every QP, for completions of refused doorbells.
     pub(crate) qp_cqs: HashMap<Qpn, (CqHandle, CqHandle)>,
     pub(crate) ndp: Ndp,
@@ -61,7 +68,9 @@ impl NicState {
         let engine_up = vec![true; link_up.len()];
         Self {
             endpoint,
-            cqs: Vec::new(),
+            cqs: HashMap::new(),
+            pending: Vec::new(),
+            still: Vec::new(),
             qp_cqs: HashMap::new(),
             ndp,
             link_up,
@@ -163,15 +172,42 @@ impl NicState {
             byte_len: 0,
             imm_data: None,
         };
-        if let Some(e) = self.cqs.iter_mut().find(|e| e.handle == cq) {
+        if let Some(e) = self.cqs.get_mut(&cq) {
             e.backlog.push_back(wc);
+            if !e.pending {
+                e.pending = true;
+                self.pending.push(cq);
+            }
         }
     }
 
-    /// Moves completions from the engine's CQs to the application's rings, as many as fit.
+    /// Moves completions from the engine's CQs to the application's rings, as many as fit:
+    /// only the CQs the engine listed as given completions (`Endpoint::take_ready_cqs`) and
+    /// those left with some last time, not every CQ every iteration.
     pub(crate) fn move_completions(&mut self) -> usize {
+        // The CQs left with completions last time, then those the engine listed since (each
+        // once); two vectors that keep their capacity, no allocation per iteration.
+        let mut work = core::mem::take(&mut self.still);
+        work.append(&mut self.pending);
+        let from = work.len();
+        self.endpoint.take_ready_cqs(&mut work);
+        let mut kept = from;
+        for i in from..work.len() {
+            let cq = work[i];
+            if let Some(e) = self.cqs.get_mut(&cq)
+                && !e.pending
+            {
+                e.pending = true;
+                work[kept] = cq;
+                kept += 1;
+            }
+        }
+        work.truncate(kept);
         let mut moved = 0;
-        for e in &mut self.cqs {
+        for &cq in &work {
+            let Some(e) = self.cqs.get_mut(&cq) else {
+                continue;
+            };
             let q = &e.ring.queue;
             while !e.backlog.is_empty() && !q.is_full() {
                 if let Some(wc) = e.backlog.pop_front() {
@@ -180,19 +216,27 @@ impl NicState {
                 }
             }
             let room = (q.capacity() - q.len()).min(CQ_BATCH);
-            if room == 0 {
-                continue;
-            }
-            let n = self
-                .endpoint
-                .poll_cq(e.handle, &mut self.scratch[..room])
-                .unwrap_or(0);
+            let n = if room == 0 {
+                0
+            } else {
+                self.endpoint
+                    .poll_cq(e.handle, &mut self.scratch[..room])
+                    .unwrap_or(0)
+            };
             for wc in &self.scratch[..n] {
                 // Room was counted above and only this thread pushes.
                 let _ = q.push(*wc);
             }
             moved += n;
+            // It filled its batch or its ring, or a backlog is left: the engine may hold more.
+            if n == room || !e.backlog.is_empty() {
+                self.pending.push(cq);
+            } else {
+                e.pending = false;
+            }
         }
+        work.clear();
+        self.still = work;
         self.stats.completions += moved as u64;
         moved
     }
@@ -234,17 +278,22 @@ impl NicControl for NicState {
             queue: ArrayQueue::new(depth as usize),
         });
         self.shared.cqs.insert(handle, Arc::clone(&ring));
-        self.cqs.push(CqEntry {
+        self.cqs.insert(
             handle,
-            ring,
-            backlog: VecDeque::new(),
-        });
+            CqEntry {
+                handle,
+                ring,
+                backlog: VecDeque::new(),
+                pending: false,
+            },
+        );
         Ok(handle)
     }
 
     fn destroy_cq(&mut self, cq: CqHandle) -> Result<(), VerbsError> {
         self.endpoint.destroy_cq(cq)?;
-        self.cqs.retain(|e| e.handle != cq);
+        self.cqs.remove(&cq);
+        self.pending.retain(|&p| p != cq);
         self.shared.cqs.remove(&cq);
         Ok(())
     }

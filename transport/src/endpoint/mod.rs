@@ -17,7 +17,7 @@ use crate::rng::Rng;
 use crate::slab::Slab;
 use crate::stats::{EndpointStats, PlaneStats, QpStats};
 use crate::time::Instant;
-use crate::verbs::{Cq, MrTable, Qpn, VerbsError};
+use crate::verbs::{Cq, CqHandle, MrTable, Qpn, VerbsError};
 
 use datapath::OutgoingOp;
 pub use datapath::PortMask;
@@ -74,6 +74,8 @@ pub struct Endpoint {
     pds: Slab<()>,
     mrs: MrTable,
     cqs: Slab<Cq>,
+    /// CQs with completions added since [`take_ready_cqs`](Self::take_ready_cqs).
+    ready_cqs: Vec<CqHandle>,
     qps: Slab<Qp>,
     ccs: CcTable,
     events: EventQueue,
@@ -107,6 +109,7 @@ impl Endpoint {
             mrs: MrTable::new(l.max_mrs as usize, rng.next_u32()),
             pds: Slab::new(l.max_pds as usize, 16, 16),
             cqs: Slab::new(l.max_cqs as usize, 16, 16),
+            ready_cqs: Vec::new(),
             qps: Slab::new(l.max_qps as usize, QPN_INDEX_BITS, QPN_GENERATION_BITS),
             ccs: CcTable::default(),
             events: EventQueue::new(l.max_events),
@@ -254,6 +257,7 @@ impl Endpoint {
             cfg,
             mrs,
             cqs,
+            ready_cqs,
             qps,
             ccs,
             events,
@@ -268,6 +272,7 @@ impl Endpoint {
             cfg,
             mrs,
             cqs,
+            ready_cqs,
             ccs,
             events,
             stats,

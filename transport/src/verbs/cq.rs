@@ -84,6 +84,8 @@ pub(crate) struct Cq {
     entries: VecDeque<WorkCompletion>,
     depth: usize,
     pub overruns: u64,
+    /// On the endpoint's list of CQs with new completions (`Endpoint::take_ready_cqs`).
+    pub listed: bool,
 }
 
 impl Cq {
@@ -92,6 +94,7 @@ impl Cq {
             entries: VecDeque::with_capacity(depth),
             depth,
             overruns: 0,
+            listed: false,
         }
     }
 

@@ -221,28 +221,6 @@ fn tail(buf: &[u8], at: usize) -> &[u8] {
     buf.get(at..).unwrap_or(&[])
 }
 
-#[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::*;
-
-    proptest! {
-        #[test]
-        fn fixed_offset_write_parse_matches_the_checked_one(
-            code in 0xc6u8..=0xcb,
-            ts in any::<bool>(),
-            buf in proptest::collection::vec(any::<u8>(), 0..40),
-        ) {
-            let op = Opcode::from_u8(code);
-            prop_assert_eq!(
-                write_fixed(op, ts, &buf).map(|(w, n)| (Body::Write(w), n)),
-                Body::parse_checked(op, ts, &buf).ok()
-            );
-        }
-    }
-}
-
 impl fmt::Display for Body {
     /// One line per header, tcpdump style.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -264,6 +242,28 @@ impl fmt::Display for Body {
             Self::Probe(p) => write!(f, "{p}"),
             Self::EndpointRequest(e) => write!(f, "{e}"),
             Self::EndpointResponse(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn fixed_offset_write_parse_matches_the_checked_one(
+            code in 0xc6u8..=0xcb,
+            ts in any::<bool>(),
+            buf in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let op = Opcode::from_u8(code);
+            prop_assert_eq!(
+                write_fixed(op, ts, &buf).map(|(w, n)| (Body::Write(w), n)),
+                Body::parse_checked(op, ts, &buf).ok()
+            );
         }
     }
 }

@@ -461,15 +461,12 @@ fn sack_repr(route: Route) -> FrameRepr {
 /// fast path nobody takes); trimmed frames go to the general parser.
 fn fast_agrees(buf: &[u8], cfg: &WireConfig) -> Result<bool, TestCaseError> {
     let general = parse_frame_general(buf, cfg);
-    match fast::parse(buf, cfg) {
-        Some(f) => {
-            prop_assert_eq!(Ok(f), general, "fast and general parsers differ");
-            Ok(true)
-        }
-        None => {
-            prop_assert_eq!(parse_frame(buf, cfg), general);
-            Ok(false)
-        }
+    if let Some(f) = fast::parse(buf, cfg) {
+        prop_assert_eq!(Ok(f), general, "fast and general parsers differ");
+        Ok(true)
+    } else {
+        prop_assert_eq!(parse_frame(buf, cfg), general);
+        Ok(false)
     }
 }
 
