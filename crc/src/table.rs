@@ -53,45 +53,34 @@ fn at(k: usize, byte: u32) -> u32 {
 pub(crate) fn update_raw(mut crc: u32, data: &[u8]) -> u32 {
     let mut chunks = data.chunks_exact(16);
     for c in &mut chunks {
-        let a = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) ^ crc;
-        let b = u32::from_le_bytes([c[4], c[5], c[6], c[7]]);
-        let d = u32::from_le_bytes([c[8], c[9], c[10], c[11]]);
-        let e = u32::from_le_bytes([c[12], c[13], c[14], c[15]]);
-        crc = at(15, a)
-            ^ at(14, a >> 8)
-            ^ at(13, a >> 16)
-            ^ at(12, a >> 24)
-            ^ at(11, b)
-            ^ at(10, b >> 8)
-            ^ at(9, b >> 16)
-            ^ at(8, b >> 24)
-            ^ at(7, d)
-            ^ at(6, d >> 8)
-            ^ at(5, d >> 16)
-            ^ at(4, d >> 24)
-            ^ at(3, e)
-            ^ at(2, e >> 8)
-            ^ at(1, e >> 16)
-            ^ at(0, e >> 24);
+        crc = slice_by::<16>(crc, c);
     }
     let mut rest = chunks.remainder();
     if rest.len() >= 8 {
-        let a = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) ^ crc;
-        let b = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
-        crc = at(7, a)
-            ^ at(6, a >> 8)
-            ^ at(5, a >> 16)
-            ^ at(4, a >> 24)
-            ^ at(3, b)
-            ^ at(2, b >> 8)
-            ^ at(1, b >> 16)
-            ^ at(0, b >> 24);
+        crc = slice_by::<8>(crc, rest);
         rest = &rest[8..];
     }
     for &byte in rest {
         crc = (crc >> 8) ^ at(0, crc ^ u32::from(byte));
     }
     crc
+}
+
+/// One slice-by-`N` step over the first `N` bytes of `b` (`N` a multiple of 4): byte `i`
+/// looked up in table `N - 1 - i`, the first word xored with the register.
+#[inline(always)]
+fn slice_by<const N: usize>(crc: u32, b: &[u8]) -> u32 {
+    let mut out = 0;
+    for w in 0..N / 4 {
+        let mut v = u32::from_le_bytes([b[4 * w], b[4 * w + 1], b[4 * w + 2], b[4 * w + 3]]);
+        if w == 0 {
+            v ^= crc;
+        }
+        for k in 0..4 {
+            out ^= at(N - 1 - (4 * w + k), v >> (8 * k));
+        }
+    }
+    out
 }
 
 /// The bit-at-a-time definition, for the tests: nothing but the polynomial.

@@ -6,14 +6,19 @@ mod common;
 use common::{ConnOpts, NetBuilder, connect, finish_write, start_write, write_and_check};
 use mrc_transport::Duration;
 
-#[test]
-fn single_path_writes_of_every_shape_land_byte_for_byte() {
-    let mut net = NetBuilder {
+/// Two hosts, one plane, one path.
+fn one_path_net() -> common::Net {
+    NetBuilder {
         planes: 1,
         paths_per_plane: 1,
         ..NetBuilder::default()
     }
-    .build();
+    .build()
+}
+
+#[test]
+fn single_path_writes_of_every_shape_land_byte_for_byte() {
+    let mut net = one_path_net();
     let c = connect(&mut net, 0, 1, ConnOpts::default());
     for (i, len) in [1usize, 0, 4095, 4096, 4097, 3 * 4096, 1 << 20]
         .into_iter()
@@ -100,12 +105,7 @@ fn a_write_the_responder_refuses_fails_with_a_remote_access_error() {
 /// a NIC loop polls instead of every CQ (issue #13).
 #[test]
 fn the_endpoint_lists_each_cq_given_completions_once_per_new_completion() {
-    let mut net = NetBuilder {
-        planes: 1,
-        paths_per_plane: 1,
-        ..NetBuilder::default()
-    }
-    .build();
+    let mut net = one_path_net();
     let c = connect(&mut net, 0, 1, ConnOpts::default());
     let mut ready = Vec::new();
     let take = |net: &mut common::Net, h: usize| {

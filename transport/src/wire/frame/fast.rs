@@ -21,7 +21,7 @@ use core::net::Ipv6Addr;
 use mrc_srv6::wire::ipv6::next_header;
 use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress, EthernetProtocol, EthernetRepr, Ipv6Repr};
 
-use super::super::bth::{BTH_LEN, BthRepr};
+use super::super::bth::{BTH_LEN, BthPacket, BthRepr};
 use super::super::config::{FlowLabelPlacement, WireConfig};
 use super::super::icrc::{self, ICRC_LEN};
 use super::super::opcode::Opcode;
@@ -141,7 +141,7 @@ pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Frame<'a>> 
     if !opcode.is_known() {
         return None;
     }
-    let bth = bth(bh, opcode);
+    let bth = BthRepr::parse(&BthPacket::new_unchecked(&bh[..])).ok()?;
     at += BTH_LEN;
     let flow_label = match (cfg.flow_label, inner) {
         (FlowLabelPlacement::Inner | FlowLabelPlacement::Both, Some(i)) => i.flow_label,
@@ -176,26 +176,4 @@ pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Frame<'a>> 
         payload: &frame[at..payload_end],
         icrc: Some(carried),
     })
-}
-
-/// The BTH at `b` (IBTA vol. 1 §9.2, with MRC's flags in byte 8, PROTOCOL.md "BTH"), as
-/// [`BthRepr::parse`] reads it.
-#[inline(always)]
-fn bth(b: &[u8; BTH_LEN], opcode: Opcode) -> BthRepr {
-    let p = super::super::bth::BthPacket::new_unchecked(&b[..]);
-    let r = BthRepr {
-        opcode,
-        solicited: p.solicited(),
-        mig_req: p.mig_req(),
-        pad_count: p.pad_count(),
-        tver: p.tver(),
-        pkey: p.pkey(),
-        dest_qp: p.dest_qp(),
-        ack_req: p.ack_req(),
-        rtx: p.rtx(),
-        ts: p.ts(),
-        psn: p.psn(),
-    };
-    debug_assert_eq!(Ok(r), BthRepr::parse(&p));
-    r
 }
