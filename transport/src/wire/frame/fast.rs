@@ -26,7 +26,10 @@ use super::super::config::{FlowLabelPlacement, WireConfig};
 use super::super::icrc::{self, ICRC_LEN};
 use super::super::opcode::Opcode;
 use super::super::udp::{UDP_HEADER_LEN, UdpRepr};
-use super::{Body, Frame, SRH_ONE_SEGMENT_LEN, parse::parse_srh};
+use mrc_srv6::wire::SrhPacket;
+
+use super::super::Result;
+use super::{Body, Frame, SRH_ONE_SEGMENT_LEN, SrhView};
 
 const ETH: usize = 14;
 const IP6: usize = 40;
@@ -176,4 +179,20 @@ pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Frame<'a>> 
         payload: &frame[at..payload_end],
         icrc: Some(carried),
     })
+}
+
+/// Parse an SRH at the start of `b` (validated by mrc-srv6's view, RFC 8754 §2): the view,
+/// its length, its next header.
+/// (Shared with the general parser.)
+pub(super) fn parse_srh(b: &[u8]) -> Result<(SrhView<'_>, usize, u8)> {
+    let p = SrhPacket::new_checked(b)?;
+    let len = p.header_len();
+    let view = SrhView {
+        segments_left: p.segments_left(),
+        last_entry: p.last_entry(),
+        flags: p.flags(),
+        tag: p.tag(),
+        segments: &b[8..8 + 16 * p.segment_count()],
+    };
+    Ok((view, len, p.next_header()))
 }

@@ -3,7 +3,7 @@
 use mrc_srv6::wire::ipv6::next_header;
 use mrc_srv6::wire::{
     ETHERNET_HEADER_LEN, EthernetFrame, EthernetProtocol, EthernetRepr, IPV6_HEADER_LEN,
-    Ipv6Packet, Ipv6Repr, SrhPacket,
+    Ipv6Packet, Ipv6Repr,
 };
 
 use super::super::bth::{BTH_LEN, BthPacket, BthRepr};
@@ -11,7 +11,8 @@ use super::super::config::{FlowLabelPlacement, WireConfig};
 use super::super::icrc::{self, ICRC_LEN};
 use super::super::udp::{UDP_HEADER_LEN, UdpPacket, UdpRepr};
 use super::super::{Result, WireError, check_len};
-use super::{Body, Frame, SrhView};
+use super::fast::parse_srh;
+use super::{Body, Frame};
 
 /// Parse a received frame.
 ///
@@ -211,19 +212,4 @@ fn bounded_end(
         });
     }
     Ok(start + claimed.min(actual))
-}
-
-/// Parse an SRH at the start of `b` (validated by mrc-srv6's view, RFC 8754 §2): the view,
-/// its length, its next header.
-pub(super) fn parse_srh(b: &[u8]) -> Result<(SrhView<'_>, usize, u8)> {
-    let p = SrhPacket::new_checked(b)?;
-    let len = p.header_len();
-    let view = SrhView {
-        segments_left: p.segments_left(),
-        last_entry: p.last_entry(),
-        flags: p.flags(),
-        tag: p.tag(),
-        segments: &b[8..8 + 16 * p.segment_count()],
-    };
-    Ok((view, len, p.next_header()))
 }
