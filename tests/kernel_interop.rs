@@ -303,9 +303,13 @@ fn evs_by_spine<'a>(ends: &Ends, client: &'a Value) -> Vec<((u8, u16), Vec<&'a V
     out
 }
 
+/// Frames a client may send after its report (its NIC runs until shutdown).
+const LATE_FRAMES: u64 = 2;
+
 /// Path fidelity from the switches' counters: the spine downlink towards the server forwarded
-/// exactly what the EVs naming that spine sent (data and probes), so at least what they had
-/// acknowledged; the client sprayed over every spine.
+/// what the EVs naming that spine sent (data and probes; plus at most [`LATE_FRAMES`] sent
+/// after the client's report), so at least what they had acknowledged; the client sprayed over
+/// every spine.
 fn assert_paths(ends: &Ends, client: &Value, before: &Counters, after: &Counters) {
     for ((p, s), evs) in evs_by_spine(ends, client) {
         let sent = sum(&evs, "packets") + sum(&evs, "probes");
@@ -316,8 +320,12 @@ fn assert_paths(ends: &Ends, client: &Value, before: &Counters, after: &Counters
             "{TEST}: plane {p} spine {s}: {} EVs sent {sent}, {acked} acknowledged; {node} {iface} forwarded {d}",
             evs.len()
         );
-        assert_eq!(
-            d, sent,
+        // The client's report is taken while its NIC still runs: a probe (or a resend) that
+        // leaves between the report and the NIC's shutdown reaches the switch but not the
+        // report. One such frame was seen in CI (3201 forwarded, 3200 reported); more than
+        // two would be frames the EVs never sent.
+        assert!(
+            d >= sent && d <= sent + LATE_FRAMES,
             "{node} {iface} forwarded {d} packets; the client's EVs through it sent {sent}"
         );
         assert!(
