@@ -37,8 +37,6 @@ pub(crate) struct NicState {
     /// CQs that may hold completions for the application: the engine listed them, or the NIC
     /// made some itself, or their ring was full. Only these are polled (issue #13).
     pending: Vec<CqHandle>,
-    /// Scratch for `pending` while it is worked through.
-    still: Vec<CqHandle>,
     /// The send and receive CQ of every QP, for completions of refused doorbells.
     pub(crate) qp_cqs: HashMap<Qpn, (CqHandle, CqHandle)>,
     pub(crate) ndp: Ndp,
@@ -70,7 +68,6 @@ impl NicState {
             endpoint,
             cqs: HashMap::new(),
             pending: Vec::new(),
-            still: Vec::new(),
             qp_cqs: HashMap::new(),
             ndp,
             link_up,
@@ -185,29 +182,29 @@ impl NicState {
     /// only the CQs the engine listed as given completions (`Endpoint::take_ready_cqs`) and
     /// those left with some last time, not every CQ every iteration.
     pub(crate) fn move_completions(&mut self) -> usize {
-        // The CQs left with completions last time, then those the engine listed since (each
-        // once); two vectors that keep their capacity, no allocation per iteration.
-        let mut work = core::mem::take(&mut self.still);
-        work.append(&mut self.pending);
-        let from = work.len();
-        self.endpoint.take_ready_cqs(&mut work);
-        let mut kept = from;
-        for i in from..work.len() {
-            let cq = work[i];
-            if let Some(e) = self.cqs.get_mut(&cq)
-                && !e.pending
-            {
-                e.pending = true;
-                work[kept] = cq;
-                kept += 1;
-            }
-        }
-        work.truncate(kept);
+        let Self {
+            endpoint,
+            cqs,
+            pending,
+            scratch,
+            stats,
+            ..
+        } = self;
+        // The CQs left with completions last time, then those the engine listed since; one
+        // that is on the list twice is moved the first time and dropped the second.
+        let old = pending.len();
+        endpoint.take_ready_cqs(pending);
+        let mut at = 0;
         let mut moved = 0;
-        for &cq in &work {
-            let Some(e) = self.cqs.get_mut(&cq) else {
-                continue;
+        pending.retain(|cq| {
+            let listed_again = at >= old;
+            at += 1;
+            let Some(e) = cqs.get_mut(cq) else {
+                return false;
             };
+            if listed_again && e.pending {
+                return false;
+            }
             let q = &e.ring.queue;
             while !e.backlog.is_empty() && !q.is_full() {
                 if let Some(wc) = e.backlog.pop_front() {
@@ -219,25 +216,20 @@ impl NicState {
             let n = if room == 0 {
                 0
             } else {
-                self.endpoint
-                    .poll_cq(e.handle, &mut self.scratch[..room])
+                endpoint
+                    .poll_cq(e.handle, &mut scratch[..room])
                     .unwrap_or(0)
             };
-            for wc in &self.scratch[..n] {
+            for wc in &scratch[..n] {
                 // Room was counted above and only this thread pushes.
                 let _ = q.push(*wc);
             }
             moved += n;
             // It filled its batch or its ring, or a backlog is left: the engine may hold more.
-            if n == room || !e.backlog.is_empty() {
-                self.pending.push(cq);
-            } else {
-                e.pending = false;
-            }
-        }
-        work.clear();
-        self.still = work;
-        self.stats.completions += moved as u64;
+            e.pending = n == room || !e.backlog.is_empty();
+            e.pending
+        });
+        stats.completions += moved as u64;
         moved
     }
 }

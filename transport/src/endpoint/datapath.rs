@@ -148,6 +148,8 @@ impl Endpoint {
     /// passed over, as MRC's send-time EV choice does (brief §3.2). `None`: nothing to send
     /// on those ports now.
     ///
+    /// A thin wrapper of [`poll_transmit_burst`](Self::poll_transmit_burst) for one buffer.
+    ///
     /// [`max_frame_len`]: Self::max_frame_len
     pub fn poll_transmit(
         &mut self,
@@ -155,12 +157,8 @@ impl Endpoint {
         ready: PortMask,
         buf: &mut [u8],
     ) -> Option<Transmit> {
-        self.now = self.now.max(now);
-        let ready = ready.0 & self.ports_up;
-        if ready == 0 {
-            return None;
-        }
-        self.transmit(now, ready, buf)
+        let mut out = [Transmit { len: 0, port: 0 }];
+        (self.poll_transmit_burst(now, ready, &mut [buf], &mut out) == 1).then_some(out[0])
     }
 
     /// Up to `bufs.len()` frames, the next ones [`poll_transmit`](Self::poll_transmit) would

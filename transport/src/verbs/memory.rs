@@ -51,7 +51,7 @@ impl Memory for Vec<u8> {
         self[offset..offset + src.len()].copy_from_slice(src);
     }
     fn read_crc(&self, offset: usize, dst: &mut [u8], crc: &mut Crc) {
-        copy_crc(dst, &self[offset..offset + dst.len()], crc);
+        crc.update_copy(dst, &self[offset..offset + dst.len()]);
     }
     fn as_slice(&self) -> Option<&[u8]> {
         Some(self)
@@ -69,17 +69,11 @@ impl Memory for Box<[u8]> {
         self[offset..offset + src.len()].copy_from_slice(src);
     }
     fn read_crc(&self, offset: usize, dst: &mut [u8], crc: &mut Crc) {
-        copy_crc(dst, &self[offset..offset + dst.len()], crc);
+        crc.update_copy(dst, &self[offset..offset + dst.len()]);
     }
     fn as_slice(&self) -> Option<&[u8]> {
         Some(self)
     }
-}
-
-/// Copy `src` into `dst` and run the CRC over it, in one pass.
-#[inline]
-fn copy_crc(dst: &mut [u8], src: &[u8], crc: &mut Crc) {
-    crc.update_copy(dst, src);
 }
 
 #[cfg(test)]

@@ -180,40 +180,26 @@ fn write_fixed(op: Opcode, ts: bool, buf: &[u8]) -> Option<(WriteHeaders, usize)
     let imm_len = if op.has_immediate() { IMMDT_LEN } else { 0 };
     let len = METH_LEN + tseth_len + RETH_LEN + imm_len;
     let b = buf.get(..len)?;
-    let m = MethPacket::new_unchecked(&b[..METH_LEN]);
-    let meth = MethRepr {
-        rqmsn: m.rqmsn(),
-        msn: m.msn(),
+    let meth = MethRepr::parse(&MethPacket::new_unchecked(&b[..METH_LEN])).ok()?;
+    let at = METH_LEN + tseth_len;
+    let tseth = if ts {
+        Some(TsethRepr::parse(&TsethPacket::new_unchecked(&b[METH_LEN..at])).ok()?)
+    } else {
+        None
     };
-    let mut at = METH_LEN;
-    let tseth = ts.then(|| {
-        let t = TsethPacket::new_unchecked(&b[at..at + TSETH_LEN]);
-        at += TSETH_LEN;
-        TsethRepr {
-            tx_timestamp: t.tx_timestamp(),
-            tsr: t.tsr(),
-            format_type: t.format_type(),
-        }
-    });
-    let r = RethPacket::new_unchecked(&b[at..at + RETH_LEN]);
-    let reth = RethRepr {
-        va: r.va(),
-        rkey: r.rkey(),
-        dma_len: r.dma_len(),
+    let reth = RethRepr::parse(&RethPacket::new_unchecked(&b[at..at + RETH_LEN])).ok()?;
+    let immdt = if op.has_immediate() {
+        Some(ImmDtRepr::parse(&ImmDtPacket::new_unchecked(&b[at + RETH_LEN..])).ok()?)
+    } else {
+        None
     };
-    at += RETH_LEN;
-    let immdt = op.has_immediate().then(|| ImmDtRepr {
-        imm: ImmDtPacket::new_unchecked(&b[at..at + IMMDT_LEN]).imm(),
-    });
-    Some((
-        WriteHeaders {
-            meth,
-            tseth,
-            reth,
-            immdt,
-        },
-        len,
-    ))
+    let w = WriteHeaders {
+        meth,
+        tseth,
+        reth,
+        immdt,
+    };
+    Some((w, len))
 }
 
 /// `buf[at..]`, or an empty slice past the end (the next `new_checked` reports truncation).

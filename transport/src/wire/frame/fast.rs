@@ -19,82 +19,69 @@
 use core::net::Ipv6Addr;
 
 use mrc_srv6::wire::ipv6::next_header;
-use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress, EthernetProtocol, EthernetRepr, Ipv6Repr};
+use mrc_srv6::wire::{
+    Dscp, Ecn, EthernetFrame, EthernetProtocol, EthernetRepr, IPV6_HEADER_LEN, Ipv6Repr, SrhPacket,
+};
 
 use super::super::bth::{BTH_LEN, BthPacket, BthRepr};
 use super::super::config::{FlowLabelPlacement, WireConfig};
 use super::super::icrc::{self, ICRC_LEN};
-use super::super::opcode::Opcode;
-use super::super::udp::{UDP_HEADER_LEN, UdpRepr};
-use mrc_srv6::wire::SrhPacket;
-
-use super::super::Result;
+use super::super::udp::{UDP_HEADER_LEN, UdpPacket, UdpRepr};
+use super::super::{Result, WireError};
 use super::{Body, Frame, SRH_ONE_SEGMENT_LEN, SrhView};
 
 const ETH: usize = 14;
-const IP6: usize = 40;
 
+/// The `N` bytes at `at`, if they are there: every header below is read through its view
+/// over exactly its own bytes, so one check covers all its fields.
 #[inline(always)]
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+fn fixed<const N: usize>(b: &[u8], at: usize) -> Option<&[u8]> {
+    b.get(at..at.checked_add(N)?)
 }
 
+/// The IPv6 fixed header at `at`, if it is one (version 6): `Ipv6Repr::parse`'s fields read
+/// straight from the 40 bytes (through mrc-srv6's checked view it costs ~120 instructions
+/// more per packet, two headers per SRv6 frame: `perf/stages.py`).
 #[inline(always)]
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// The fixed IPv6 header at the start of `h` (40 bytes, version already checked).
-#[inline(always)]
-fn ipv6(h: &[u8; IP6]) -> Ipv6Repr {
-    let word0 = u32_at(h, 0);
+fn ipv6(b: &[u8], at: usize) -> Option<Ipv6Repr> {
+    let h: &[u8; IPV6_HEADER_LEN] = fixed::<IPV6_HEADER_LEN>(b, at)?.try_into().ok()?;
+    let word0 = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+    if word0 >> 28 != 6 {
+        return None;
+    }
     let tc = (word0 >> 20) as u8;
-    let mut src = [0u8; 16];
-    src.copy_from_slice(&h[8..24]);
-    let mut dst = [0u8; 16];
-    dst.copy_from_slice(&h[24..40]);
-    Ipv6Repr {
+    let addr =
+        |at: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&h[at..at + 16]).unwrap_or_default());
+    Some(Ipv6Repr {
         dscp: Dscp::new(tc >> 2),
         ecn: Ecn::from_bits(tc),
         flow_label: word0 & 0x000f_ffff,
-        payload_len: u16_at(h, 4),
+        payload_len: u16::from_be_bytes([h[4], h[5]]),
         next_header: h[6],
         hop_limit: h[7],
-        src_addr: Ipv6Addr::from(src),
-        dst_addr: Ipv6Addr::from(dst),
-    }
-}
-
-/// `b[at..at + N]` as an array, if it is there.
-#[inline(always)]
-fn fixed<const N: usize>(b: &[u8], at: usize) -> Option<&[u8; N]> {
-    b.get(at..at.checked_add(N)?)?.try_into().ok()
+        src_addr: addr(8),
+        dst_addr: addr(24),
+    })
 }
 
 /// The parsed frame, when it is one of the engine's own untrimmed layouts and every check of
-/// the general parser passes; `None` sends it to the general parser.
+/// the general parser passes up to the ICRC; then a bad ICRC is the general parser's
+/// `BadIcrc` too (it would find the same). `None` sends the frame to the general parser.
 #[inline]
-pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Frame<'a>> {
-    let eth: &[u8; ETH] = fixed(frame, 0)?;
-    if u16_at(eth, 12) != u16::from(EthernetProtocol::Ipv6) {
+pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<Frame<'a>>> {
+    let e = EthernetFrame::new_unchecked(fixed::<ETH>(frame, 0)?);
+    if e.ethertype() != EthernetProtocol::Ipv6 {
         return None;
     }
-    let oh: &[u8; IP6] = fixed(frame, ETH)?;
-    if oh[0] >> 4 != 6 {
-        return None;
-    }
-    let outer = ipv6(oh);
+    let outer = ipv6(frame, ETH)?;
     if cfg.dscp.trimmed(outer.dscp).is_some() {
         return None;
     }
     // Strict: the outer payload fits and the frame ends there (bytes after it, an FCS, are
     // ignored, as by the general parser).
-    let end = (ETH + IP6).checked_add(usize::from(outer.payload_len))?;
-    if end > frame.len() {
-        return None;
-    }
-    let frame = &frame[..end];
-    let mut at = ETH + IP6;
+    let end = (ETH + IPV6_HEADER_LEN).checked_add(usize::from(outer.payload_len))?;
+    let frame = frame.get(..end)?;
+    let mut at = ETH + IPV6_HEADER_LEN;
     let mut nh = outer.next_header;
     let mut srh = None;
     if nh == next_header::ROUTING {
@@ -109,13 +96,9 @@ pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Frame<'a>> 
     let mut inner = None;
     let mut icrc_from = ETH;
     if nh == next_header::IPV6 {
-        let ih: &[u8; IP6] = fixed(frame, at)?;
-        if ih[0] >> 4 != 6 {
-            return None;
-        }
-        let r = ipv6(ih);
+        let r = ipv6(frame, at)?;
         icrc_from = at;
-        at += IP6;
+        at += IPV6_HEADER_LEN;
         // Strict: the inner payload is exactly what the outer one leaves.
         if at + usize::from(r.payload_len) != end {
             return None;
@@ -128,23 +111,18 @@ pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Frame<'a>> 
     if nh != next_header::UDP {
         return None;
     }
-    let uh: &[u8; UDP_HEADER_LEN] = fixed(frame, at)?;
-    let udp = UdpRepr {
-        src_port: u16_at(uh, 0),
-        dst_port: u16_at(uh, 2),
-        length: u16_at(uh, 4),
-        checksum: u16_at(uh, 6),
-    };
+    let udp = UdpRepr::parse(&UdpPacket::new_unchecked(fixed::<UDP_HEADER_LEN>(
+        frame, at,
+    )?))
+    .ok()?;
     if udp.dst_port != cfg.udp_dport || usize::from(udp.length) != end - at {
         return None;
     }
     at += UDP_HEADER_LEN;
-    let bh: &[u8; BTH_LEN] = fixed(frame, at)?;
-    let opcode = Opcode::from_u8(bh[0]);
-    if !opcode.is_known() {
+    let bth = BthRepr::parse(&BthPacket::new_unchecked(fixed::<BTH_LEN>(frame, at)?)).ok()?;
+    if !bth.opcode.is_known() {
         return None;
     }
-    let bth = BthRepr::parse(&BthPacket::new_unchecked(&bh[..])).ok()?;
     at += BTH_LEN;
     let flow_label = match (cfg.flow_label, inner) {
         (FlowLabelPlacement::Inner | FlowLabelPlacement::Both, Some(i)) => i.flow_label,
@@ -152,20 +130,22 @@ pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Frame<'a>> 
     };
     let entropy = cfg.entropy_order.join(udp.src_port, flow_label);
     let icrc_at = end.checked_sub(ICRC_LEN).filter(|&i| i >= at)?;
-    let (body, body_len) = Body::parse(opcode, bth.ts, &frame[at..icrc_at]).ok()?;
+    let (body, body_len) = Body::parse(bth.opcode, bth.ts, &frame[at..icrc_at]).ok()?;
     at += body_len;
     let payload_end = icrc_at
         .checked_sub(usize::from(bth.pad_count))
         .filter(|&p| p >= at)?;
-    let trailer: &[u8; ICRC_LEN] = fixed(frame, icrc_at)?;
-    let carried = icrc::read(trailer);
-    if cfg.verify_icrc && icrc::compute(&frame[icrc_from..icrc_at]).ok()? != carried {
-        return None;
+    let carried = icrc::read(frame[icrc_at..].try_into().ok()?);
+    if cfg.verify_icrc {
+        let computed = icrc::compute(&frame[icrc_from..icrc_at]).ok()?;
+        if computed != carried {
+            return Some(Err(WireError::BadIcrc { computed, carried }));
+        }
     }
-    Some(Frame {
+    Some(Ok(Frame {
         eth: EthernetRepr {
-            dst_addr: EthernetAddress([eth[0], eth[1], eth[2], eth[3], eth[4], eth[5]]),
-            src_addr: EthernetAddress([eth[6], eth[7], eth[8], eth[9], eth[10], eth[11]]),
+            src_addr: e.src_addr(),
+            dst_addr: e.dst_addr(),
             ethertype: EthernetProtocol::Ipv6,
         },
         outer,
@@ -178,12 +158,11 @@ pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Frame<'a>> 
         body: Some(body),
         payload: &frame[at..payload_end],
         icrc: Some(carried),
-    })
+    }))
 }
 
 /// Parse an SRH at the start of `b` (validated by mrc-srv6's view, RFC 8754 §2): the view,
-/// its length, its next header.
-/// (Shared with the general parser.)
+/// its length, its next header. Shared with the general parser.
 pub(super) fn parse_srh(b: &[u8]) -> Result<(SrhView<'_>, usize, u8)> {
     let p = SrhPacket::new_checked(b)?;
     let len = p.header_len();

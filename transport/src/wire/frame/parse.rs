@@ -30,10 +30,7 @@ use super::{Body, Frame};
 /// ([`parse_frame_general`]). Both give the same frame or the general parser's error.
 #[inline]
 pub fn parse_frame<'a>(frame: &'a [u8], cfg: &WireConfig) -> Result<Frame<'a>> {
-    match super::fast::parse(frame, cfg) {
-        Some(f) => Ok(f),
-        None => parse_frame_general(frame, cfg),
-    }
+    super::fast::parse(frame, cfg).unwrap_or_else(|| parse_frame_general(frame, cfg))
 }
 
 /// The general parser: every layout, trimmed frames, and a typed error for every frame it
