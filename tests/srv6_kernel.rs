@@ -57,32 +57,25 @@ for i, (iface, mac, da, tag, n) in enumerate(batches):
     sendp(pkt, iface=iface, count=int(n), verbose=False)
 "#;
 
-fn require_all() -> bool {
-    std::env::var("MRC_REQUIRE_ALL").as_deref() == Ok("1")
-}
-
-/// `true` if every prerequisite is there; otherwise skip (or fail under MRC_REQUIRE_ALL=1).
-fn prerequisites() -> bool {
+/// `true` if every prerequisite is there; otherwise skip `test` (or fail under
+/// MRC_REQUIRE_ALL=1).
+fn prerequisites(test: &str) -> bool {
     let checks: [(&str, &str, &[&str]); 3] = [
-        ("root", "sh", &["-c", "test \"$(id -u)\" -eq 0"]),
-        ("iproute2 with netns", "ip", &["netns", "list"]),
+        ("needs root", "sh", &["-c", "test \"$(id -u)\" -eq 0"]),
         (
-            "scapy for /usr/bin/python3",
+            "needs iproute2 with netns (install iproute2)",
+            "ip",
+            &["netns", "list"],
+        ),
+        (
+            "needs scapy for /usr/bin/python3 (install python3-scapy)",
             PYTHON,
             &["-c", "import scapy.all"],
         ),
     ];
-    for (what, cmd, args) in checks {
-        let ok = Command::new(cmd)
-            .args(args)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            assert!(
-                !require_all(),
-                "MRC_REQUIRE_ALL=1 but {what} is missing (scripts/install-deps.sh installs the tools)"
-            );
-            eprintln!("SKIP srv6_kernel: {what} not available");
+    for (why, cmd, args) in checks {
+        if !mrc_tests::runs(cmd, args) {
+            mrc_tests::skip(test, why);
             return false;
         }
     }
@@ -296,7 +289,7 @@ fn each_path_crosses_its_spine(fabric: &Fabric, src: HostId, dst: HostId) -> Vec
 
 #[test]
 fn kernel_un_switches_follow_the_plan() {
-    if !prerequisites() {
+    if !prerequisites("kernel_un_switches_follow_the_plan") {
         return;
     }
     let fabric = Fabric::up(Plan::builtin("small").expect("built-in plan"), "g");
@@ -355,7 +348,7 @@ fn kernel_un_switches_follow_the_plan() {
 /// the host owns), and same-rack paths: straight through the T0, and bounced off each spine.
 #[test]
 fn kernel_downlink_mode_and_same_rack_paths() {
-    if !prerequisites() {
+    if !prerequisites("kernel_downlink_mode_and_same_rack_paths") {
         return;
     }
     let text = mrc_srv6::plan::SMALL_PLAN_TOML

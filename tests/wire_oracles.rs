@@ -24,18 +24,12 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// `true` if `cmd args` runs; otherwise skip (or fail under MRC_REQUIRE_ALL=1).
-fn have(what: &str, cmd: &str, args: &[&str]) -> bool {
-    let ok = Command::new(cmd)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success());
+/// `true` if `cmd args` runs; otherwise skip `test` because `why` (or fail under
+/// MRC_REQUIRE_ALL=1).
+fn have(test: &str, why: &str, cmd: &str, args: &[&str]) -> bool {
+    let ok = mrc_tests::runs(cmd, args);
     if !ok {
-        assert!(
-            std::env::var("MRC_REQUIRE_ALL").as_deref() != Ok("1"),
-            "MRC_REQUIRE_ALL=1 but {what} is missing (scripts/install-deps.sh installs it)"
-        );
-        eprintln!("SKIP: {what} not available ({cmd} {args:?} failed)");
+        mrc_tests::skip(test, why);
     }
     ok
 }
@@ -150,7 +144,12 @@ fn ours(f: &Frame<'_>, key: &str) -> String {
 
 #[test]
 fn scapy_built_frames_parse_to_the_same_fields() {
-    if !have("scapy", PYTHON, &["-c", "import scapy.all"]) {
+    if !have(
+        "scapy_built_frames_parse_to_the_same_fields",
+        "needs scapy for /usr/bin/python3 (install python3-scapy)",
+        PYTHON,
+        &["-c", "import scapy.all"],
+    ) {
         return;
     }
     let script = repo().join("tests/oracles/scapy_frames.py");
@@ -387,7 +386,12 @@ fn tshark(pcap: &Path, extra: &[&str], fields: &[&str]) -> Vec<Vec<String>> {
 /// headers, the SRH, UDP and BTH; the Lua dissector covers the rest.
 #[test]
 fn stock_tshark_dissectors_read_our_ip_udp_and_bth() {
-    if !have("tshark", "tshark", &["--version"]) {
+    if !have(
+        "stock_tshark_dissectors_read_our_ip_udp_and_bth",
+        "needs tshark (install tshark)",
+        "tshark",
+        &["--version"],
+    ) {
         return;
     }
     let pcap = TempFile::new("stock.pcap");
@@ -440,7 +444,12 @@ fn stock_tshark_dissectors_read_our_ip_udp_and_bth() {
 
 #[test]
 fn lua_dissector_names_every_mrc_field() {
-    if !have("tshark", "tshark", &["--version"]) {
+    if !have(
+        "lua_dissector_names_every_mrc_field",
+        "needs tshark (install tshark)",
+        "tshark",
+        &["--version"],
+    ) {
         return;
     }
     let lua = repo().join("tools/wireshark/mrc.lua");
@@ -529,7 +538,12 @@ fn lua_dissector_names_every_mrc_field() {
 
 #[test]
 fn lua_dissector_takes_low_entropy_ports_heuristically() {
-    if !have("tshark", "tshark", &["--version"]) {
+    if !have(
+        "lua_dissector_takes_low_entropy_ports_heuristically",
+        "needs tshark (install tshark)",
+        "tshark",
+        &["--version"],
+    ) {
         return;
     }
     // SRv6 mode puts a small EV index (here 7, the echo port) in the UDP source port.

@@ -52,14 +52,14 @@ fn run(args: &[&str]) {
 
 fn outer() -> ExitCode {
     if mrc_dpdk::DPDK_VERSION.is_none() {
-        return common::skip(TEST, "mrc-dpdk was built without DPDK");
+        return mrc_skip::skip_exit(TEST, "mrc-dpdk was built without DPDK");
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        return common::skip(TEST, "needs root (network namespaces, AF_PACKET sockets)");
+        return mrc_skip::skip_exit(TEST, "needs root (network namespaces, AF_PACKET sockets)");
     }
     if Command::new("ip").arg("-V").output().is_err() {
-        return common::skip(TEST, "`ip` (iproute2) not found");
+        return mrc_skip::skip_exit(TEST, "`ip` (iproute2) not found");
     }
     let pid = std::process::id();
     let (ns, a, b) = (

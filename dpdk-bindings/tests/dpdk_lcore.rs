@@ -15,12 +15,12 @@ const TEST: &str = "dpdk_lcore";
 
 fn main() -> ExitCode {
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return common::skip(TEST, "needs 2 CPUs (a main and a worker lcore)");
+        return mrc_skip::skip_exit(TEST, "needs 2 CPUs (a main and a worker lcore)");
     }
     let prefix = common::unique_prefix("lcore");
     let eal = match common::init_eal(&common::eal_args(&prefix, "0-1", &["net_ring0".into()])) {
         Ok(eal) => eal,
-        Err(why) => return common::skip(TEST, &why),
+        Err(why) => return mrc_skip::skip_exit(TEST, &why),
     };
     let _dir = common::RuntimeDirGuard::new(&eal);
     assert_eq!(eal.worker_lcores(), [1]);

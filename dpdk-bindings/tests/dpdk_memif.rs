@@ -77,7 +77,7 @@ fn receiver() -> ExitCode {
     let socket = format!("/{prefix}.sock");
     let eal = match common::init_eal(&common::eal_args(&prefix, "0", &[vdev("server", &socket)])) {
         Ok(eal) => eal,
-        Err(why) => return common::skip(TEST, &why),
+        Err(why) => return mrc_skip::skip_exit(TEST, &why),
     };
     let _dir = common::RuntimeDirGuard::new(&eal);
     let pool = pool(&eal);

@@ -19,7 +19,7 @@ fn main() -> ExitCode {
     );
     let eal = match common::init_eal(&args) {
         Ok(eal) => eal,
-        Err(why) => return common::skip(TEST, &why),
+        Err(why) => return mrc_skip::skip_exit(TEST, &why),
     };
     let _dir = common::RuntimeDirGuard::new(&eal);
 

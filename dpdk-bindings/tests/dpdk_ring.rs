@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     let prefix = common::unique_prefix("ring");
     let eal = match common::init_eal(&common::eal_args(&prefix, "0", &["net_ring0".into()])) {
         Ok(eal) => eal,
-        Err(why) => return common::skip(TEST, &why),
+        Err(why) => return mrc_skip::skip_exit(TEST, &why),
     };
     let _dir = common::RuntimeDirGuard::new(&eal);
 

@@ -41,13 +41,13 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if !is_root() {
-        return support::skip(TEST, "needs root (network namespaces, raw sockets)");
+        return mrc_skip::skip_exit(TEST, "needs root (network namespaces, raw sockets)");
     }
     if Command::new("ip").arg("-V").output().is_err() {
-        return support::skip(TEST, "iproute2 (`ip`) is not installed");
+        return mrc_skip::skip_exit(TEST, "iproute2 (`ip`) is not installed");
     }
     if mrc_dpdk::DPDK_VERSION.is_none() {
-        return support::skip(TEST, "mrc-dpdk was built without DPDK");
+        return mrc_skip::skip_exit(TEST, "mrc-dpdk was built without DPDK");
     }
     let ns = Netns::create(&unique("nafp"));
     ns.setup();

@@ -125,7 +125,7 @@ fn server() -> ExitCode {
     let socket = format!("/{}.sock", unique("nicmemif"));
     let eal = match init(&eal_args(&prefix, &lcores(), &vdevs("server", &socket))) {
         Ok(eal) => eal,
-        Err(why) => return support::skip(TEST, &why),
+        Err(why) => return mrc_skip::skip_exit(TEST, &why),
     };
     let dir = RuntimeDir::of(&eal);
     let io = ports()

@@ -22,7 +22,7 @@ fn main() -> ExitCode {
     let prefix = unique("nicnull");
     let eal = match init(&eal_args(&prefix, &lcores(), &["net_null0".to_owned()])) {
         Ok(eal) => eal,
-        Err(why) => return support::skip(TEST, &why),
+        Err(why) => return mrc_skip::skip_exit(TEST, &why),
     };
     let _dir = RuntimeDir::of(&eal);
     let mut ports = DpdkPorts::new(["net_null0"]);

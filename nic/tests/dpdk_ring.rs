@@ -33,7 +33,7 @@ fn main() -> ExitCode {
     };
     let eal = match init(&eal_args(&prefix, cores, &vdevs)) {
         Ok(eal) => eal,
-        Err(why) => return support::skip(TEST, &why),
+        Err(why) => return mrc_skip::skip_exit(TEST, &why),
     };
     let _dir = RuntimeDir::of(&eal);
 

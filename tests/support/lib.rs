@@ -6,29 +6,8 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// `MRC_REQUIRE_ALL=1` (root under `scripts/test.sh`): a missing prerequisite fails.
-pub fn require_all() -> bool {
-    std::env::var("MRC_REQUIRE_ALL").as_deref() == Ok("1")
-}
-
-/// Skip `test` with a message, or fail under `MRC_REQUIRE_ALL=1`.
-pub fn skip(test: &str, why: &str) {
-    assert!(
-        !require_all(),
-        "{test}: MRC_REQUIRE_ALL=1 but {why} (scripts/install-deps.sh installs the tools)"
-    );
-    eprintln!("SKIP {test}: {why}");
-}
-
-/// `true` if `cmd args` runs and succeeds.
-pub fn runs(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
+// The skip rule (skip, or fail under `MRC_REQUIRE_ALL=1`; recorded for scripts/test.sh).
+pub use mrc_skip::{is_root, require_all, runs, skip};
 
 /// A name no other run uses (namespace prefixes, DPDK file prefixes, memif sockets).
 pub fn unique(tag: &str) -> String {

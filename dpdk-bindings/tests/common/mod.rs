@@ -1,28 +1,11 @@
 //! Shared by the EAL tests (each a `harness = false` binary: `rte_eal_init` runs once per
-//! process). EAL arguments for CI, the skip rule, test frames, cleanup guards.
+//! process). EAL arguments for CI, test frames, cleanup guards.
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use mrc_dpdk::{Eal, Error, Mbuf, Mempool};
-
-/// `MRC_REQUIRE_ALL=1` (root CI): a missing prerequisite fails instead of skipping.
-pub fn require_all() -> bool {
-    std::env::var("MRC_REQUIRE_ALL").is_ok_and(|v| v == "1")
-}
-
-/// Skips the test (exit 0 with a message), or fails it under `MRC_REQUIRE_ALL=1`.
-pub fn skip(test: &str, why: &str) -> ExitCode {
-    if require_all() {
-        eprintln!("{test}: FAILED: prerequisite missing and MRC_REQUIRE_ALL=1: {why}");
-        ExitCode::FAILURE
-    } else {
-        println!("{test}: SKIPPED: {why}");
-        ExitCode::SUCCESS
-    }
-}
 
 /// A `--file-prefix` no other process uses.
 pub fn unique_prefix(tag: &str) -> String {

@@ -8,7 +8,6 @@
 pub mod eal;
 
 use std::net::Ipv6Addr;
-use std::process::ExitCode;
 
 use mrc_nic::{AppDriver, MemoryRegion, NextHop, NicConfig, NicHandle};
 use mrc_srv6::wire::EthernetAddress;
@@ -18,22 +17,6 @@ use mrc_transport::verbs::{
     RemoteNic, RtrAttr, RtsAttr, SendOpcode, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use mrc_transport::{Duration, EndpointConfig, Instant, PathMode, PortConfig};
-
-/// `MRC_REQUIRE_ALL=1` (root CI): a missing prerequisite fails instead of skipping.
-pub fn require_all() -> bool {
-    std::env::var("MRC_REQUIRE_ALL").is_ok_and(|v| v == "1")
-}
-
-/// Skips the test (exit 0 with a message), or fails it under `MRC_REQUIRE_ALL=1`.
-pub fn skip(test: &str, why: &str) -> ExitCode {
-    if require_all() {
-        eprintln!("{test}: FAILED: prerequisite missing and MRC_REQUIRE_ALL=1: {why}");
-        ExitCode::FAILURE
-    } else {
-        println!("{test}: SKIPPED: {why}");
-        ExitCode::SUCCESS
-    }
-}
 
 /// The NIC address of host `i`.
 pub fn nic_addr(i: u16) -> Ipv6Addr {
