@@ -18,4 +18,13 @@ void *mrc_shim_mtod(struct rte_mbuf *m);
 uint32_t mrc_shim_pkt_len(const struct rte_mbuf *m);
 uint16_t mrc_shim_data_len(const struct rte_mbuf *m);
 
+/* `rte_eth_dev_stop` / `rte_eth_dev_close`, but for a memif port run on EAL's interrupt thread
+ * (and waited for), so they never overlap memif's own teardown there: when the peer leaves,
+ * memif's control-channel handler (on that thread) marks the link down, then frees the shared
+ * regions; a stop or close from another thread in between frees them twice (DPDK 22.11's
+ * memif_disconnect takes no lock; "EAL: Error: Invalid memory"). Any other port: a direct
+ * call. Returns what the DPDK call returned (or the negative errno of a failed alarm). */
+int mrc_shim_dev_stop(uint16_t port_id);
+int mrc_shim_dev_close(uint16_t port_id);
+
 #endif

@@ -235,7 +235,7 @@ impl Port {
         self.shared.started.store(false, Ordering::Release);
         // SAFETY: valid started port and no queue handle exists, so no burst is running.
         check("rte_eth_dev_stop", unsafe {
-            sys::rte_eth_dev_stop(self.id())
+            sys::mrc_shim_dev_stop(self.id())
         })
         .map(drop)
     }

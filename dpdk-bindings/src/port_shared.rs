@@ -62,9 +62,9 @@ impl Drop for PortShared {
             // port id is valid and owned by us.
             unsafe {
                 if self.started.load(Ordering::Acquire) {
-                    sys::rte_eth_dev_stop(self.id);
+                    sys::mrc_shim_dev_stop(self.id);
                 }
-                sys::rte_eth_dev_close(self.id);
+                sys::mrc_shim_dev_close(self.id);
             }
         }
         OWNED.fetch_and(!(1 << self.id), Ordering::SeqCst);

@@ -45,10 +45,6 @@ use mrc_transport::verbs::RemoteNic;
 
 mod exchange;
 
-/// memif marks a link down before its control thread is done with the disconnect; closing a
-/// port in that window double-frees (docs/nics.md).
-const DISCONNECT_GRACE: StdDuration = StdDuration::from_millis(100);
-
 /// This process's side of a two-host run.
 #[derive(Debug)]
 pub struct DpdkBackend {
@@ -458,7 +454,7 @@ impl DpdkBackend {
 impl Drop for DpdkBackend {
     /// memif's teardown order (docs/nics.md): the client stops polling first and says so; the
     /// server then stops and closes its ports; the client closes its own once it saw the links
-    /// go down, after a grace period.
+    /// go down (mrc-dpdk serialises that close with memif's own teardown).
     fn drop(&mut self) {
         let nic = self.nic.take();
         if self.me == 0 {
@@ -474,7 +470,6 @@ impl Drop for DpdkBackend {
                 {
                     std::thread::sleep(StdDuration::from_millis(1));
                 }
-                std::thread::sleep(DISCONNECT_GRACE);
                 drop(ports);
                 drop(exit);
             }

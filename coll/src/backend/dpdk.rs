@@ -27,10 +27,6 @@ use crate::bootstrap::{Bootstrap, BootstrapError};
 use crate::comm::{Comm, DEFAULT_RECV_DEPTH};
 use crate::program::{Program, ProgramOpts, RankReport, Row};
 
-/// memif marks a link down before its control thread is done with the disconnect; closing a
-/// port in that window double-frees (docs/nics.md).
-const DISCONNECT_GRACE: Duration = Duration::from_millis(100);
-
 /// Why a rank could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum DpdkBackendError {
@@ -242,7 +238,8 @@ pub fn run_rank(
     })
 }
 
-/// With a switch: wait (a while) for it to close its side of every link, then the grace.
+/// With a switch: wait (a while) for it to close its side of every link (mrc-dpdk serialises
+/// the close that follows with memif's own teardown).
 fn close_after_peer(io: &DpdkIo, planes: usize, peer_closes: bool) {
     if !peer_closes {
         return;
@@ -252,7 +249,6 @@ fn close_after_peer(io: &DpdkIo, planes: usize, peer_closes: bool) {
     while (0..planes).any(|p| ports.link(p).is_some_and(|l| l.up)) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(1));
     }
-    std::thread::sleep(DISCONNECT_GRACE);
 }
 
 fn run_program(

@@ -44,8 +44,6 @@ const VA: u64 = 0x4000_0000;
 const WARMUP: Duration = Duration::from_millis(500);
 /// How long a side waits for its peer before giving up.
 const PEER_TIMEOUT: Duration = Duration::from_secs(20);
-/// memif marks the link down before its control thread is done with a disconnect.
-const DISCONNECT_GRACE: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Role {
@@ -499,7 +497,7 @@ fn send(args: &Args) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    std::thread::sleep(DISCONNECT_GRACE);
+    // No grace period: mrc-dpdk serialises the close with memif's own teardown.
     drop(ports);
     drop(side);
     if traffic.errors > 0 {

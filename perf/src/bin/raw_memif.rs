@@ -39,9 +39,6 @@ const STOP: u64 = u64::MAX;
 const ACK: u64 = u64::MAX - 1;
 /// How often the sender looks for the STOP frame and at the link.
 const CHECK_EVERY: Duration = Duration::from_millis(5);
-/// memif's control thread marks the link down *before* it tears the connection down; closing the
-/// port during that teardown double-frees. Wait this long after the link went down.
-const DISCONNECT_GRACE: Duration = Duration::from_millis(100);
 /// How long a side waits for its peer (link up, first frame, link down) before giving up.
 const PEER_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -313,8 +310,9 @@ fn send(args: &Args) -> Result<()> {
             control.clear();
             if stop {
                 send_control(pool, tx, ACK)?;
-                wait_link(port, false)?; // the receiver closes now; no more bursts here
-                std::thread::sleep(DISCONNECT_GRACE);
+                // The receiver closes now; no more bursts here. The close that follows
+                // needs no grace period: mrc-dpdk serialises it with memif's own teardown.
+                wait_link(port, false)?;
                 break;
             }
             if !port.link()?.up {
