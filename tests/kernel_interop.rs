@@ -48,6 +48,8 @@ const SERVER_MGMT: &str = "192.0.2.2";
 const LIMIT: Duration = Duration::from_mins(1);
 /// The trimmer's period: every 8th trimmable data packet through its port.
 const TRIM_EVERY: u64 = 8;
+/// The client's `mrc-perf --metrics` port, on the loopback of its namespace.
+const METRICS_PORT: &str = "9464";
 
 /// One test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -485,6 +487,59 @@ fn wait_forwarded(f: &Fabric, node: &str, iface: &str, from: &Counters, more: u6
     }
 }
 
+/// Waits until `node iface`'s counter `of` grew by `more` beyond `from`.
+fn wait_counter(
+    f: &Fabric,
+    node: &str,
+    iface: &str,
+    from: &Counters,
+    of: fn(&IfCounters) -> u64,
+    more: u64,
+) {
+    let until = Instant::now() + LIMIT;
+    while delta(from, &f.counters(), node, iface, of) < more {
+        assert!(
+            Instant::now() < until,
+            "{node} {iface}: the counter never grew by {more}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `name{plane=...}` summed over the hosts of the live Prometheus text that `mrc-perf
+/// --metrics` serves in namespace `ns` (read with bash's /dev/tcp inside it), once it is at
+/// least `at_least`; its value then.
+fn wait_metric(ns: &str, name: &str, plane: &str, at_least: f64) -> f64 {
+    let script = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{METRICS_PORT} && printf 'GET /metrics HTTP/1.0\\r\\nHost: \
+         localhost\\r\\n\\r\\n' >&3 && cat <&3"
+    );
+    let series = format!("plane=\"{plane}\"");
+    let until = Instant::now() + LIMIT;
+    loop {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", ns, "bash", "-c", &script])
+            .output()
+            .expect("ip netns exec runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let values: Vec<f64> = text
+            .lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+            .filter(|l| l.contains(&series))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .collect();
+        let value: f64 = values.iter().sum();
+        if !values.is_empty() && value >= at_least {
+            return value;
+        }
+        assert!(
+            Instant::now() < until,
+            "{name}{{{series}}} in {ns} never reached {at_least}: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_spine_link_fails_mid_run_and_comes_back() {
     let _one = serial();
@@ -498,13 +553,27 @@ fn a_spine_link_fails_mid_run_and_comes_back() {
     let size = 65_536_u64;
     let s = size.to_string();
     let start = f.counters();
-    let (mut server, mut client) = start_pair(&f, &ends, &["--check", "-s", &s, "-D", "8"]);
-    // Traffic flows through the spine, then its link from the client's T0 dies for 2 s.
+    let metrics = format!("127.0.0.1:{METRICS_PORT}");
+    let (mut server, mut client) = start_pair(
+        &f,
+        &ends,
+        &["--check", "-s", &s, "-D", "8", "--metrics", &metrics],
+    );
+    // Traffic flows through the spine, then its link from the client's T0 dies until the T0
+    // has blackholed what the client sent that way and the client retired EVs of that plane
+    // (its live metrics, read in its namespace).
     let flowing = wait_forwarded(&f, &t1, &t1_down, &start, 1000);
-    std::thread::sleep(Duration::from_millis(500));
+    let client_ns = f.ns(&ends.client.to_string());
+    let retired_before = wait_metric(&client_ns, "mrc_plane_ev_retired_total", "0", 0.0);
     f.script(&["linkdown", &t0, &up]);
     let failed = f.counters();
-    std::thread::sleep(Duration::from_secs(2));
+    wait_metric(
+        &client_ns,
+        "mrc_plane_ev_retired_total",
+        "0",
+        retired_before + 1.0,
+    );
+    wait_counter(&f, &t0, &down, &failed, |c: &IfCounters| c.no_route, 1);
     let before_up = f.counters();
     f.script(&["linkup", &t0, &up]);
     // ... and carries traffic again: its EVs were probed back.
@@ -526,7 +595,7 @@ fn a_spine_link_fails_mid_run_and_comes_back() {
     // (ASSUMED_BAD, on a timeout or on losses inferred in a row) and came back.
     let retired: Vec<&&Value> = dead.iter().filter(|e| u(e, "state_changes") > 0).collect();
     println!(
-        "{TEST}: {t0} {up} down 2 s: {t1} {t1_down} forwarded {during} meanwhile; {t0} \
+        "{TEST}: {t0} {up} down: {t1} {t1_down} forwarded {during} meanwhile; {t0} \
          blackholed {blackholed} packets; the client counted {timeouts} timeouts and {inferred} \
          inferred losses on the {} EVs through it and resent {resent}; {} of them retired and \
          came back ({} probes answered)",

@@ -4,7 +4,7 @@
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Kills the run however the test ends.
 struct Running(Child);
@@ -59,17 +59,29 @@ fn counters_move_while_the_test_runs() {
         let mut sink = Vec::new();
         let _ = BufReader::new(stdout).read_to_end(&mut sink);
     });
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            l.strip_prefix("metrics: http://")
-                .and_then(|r| r.strip_suffix("/metrics"))
-                .map(str::to_owned)
-        })
-        .expect("mrc-perf names its metrics address");
-    std::thread::spawn(move || lines.for_each(drop));
+    // stderr is read on a thread (to its end, so that pipe never fills either); the address
+    // line is waited for with a deadline, not a blocking read.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_mins(1);
+    let mut seen = Vec::new();
+    let addr = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx.recv_timeout(left).unwrap_or_else(|e| {
+            panic!("mrc-perf named no metrics address ({e}); its stderr:\n{seen:#?}")
+        });
+        if let Some(a) = line
+            .strip_prefix("metrics: http://")
+            .and_then(|r| r.strip_suffix("/metrics"))
+        {
+            break a.to_owned();
+        }
+        seen.push(line);
+    };
 
     let series = "mrc_port_xmit_data_bytes_total";
     let plane0 = ["host=\"h0\"", "plane=\"0\"", "test=\"write_bw\""];
