@@ -61,16 +61,24 @@ fn serial() -> MutexGuard<'static, ()> {
 /// `Some` if every prerequisite is there (else skipped, or failed under MRC_REQUIRE_ALL=1).
 fn prerequisites(test: &str) -> Option<Tools> {
     let checks: [(&str, &str, &[&str]); 6] = [
-        ("root", "sh", &["-c", "test \"$(id -u)\" -eq 0"]),
-        ("iproute2 with netns", "ip", &["netns", "list"]),
-        ("bash", "bash", &["-c", "true"]),
-        ("dumpcap", "dumpcap", &["--version"]),
-        ("tshark", "tshark", &["--version"]),
-        ("clang (for the BPF trimmer)", "clang", &["--version"]),
+        ("needs root", "sh", &["-c", "test \"$(id -u)\" -eq 0"]),
+        (
+            "needs iproute2 with netns (install iproute2)",
+            "ip",
+            &["netns", "list"],
+        ),
+        ("needs bash", "bash", &["-c", "true"]),
+        ("needs dumpcap (install tshark)", "dumpcap", &["--version"]),
+        ("needs tshark (install tshark)", "tshark", &["--version"]),
+        (
+            "needs clang for the BPF trimmer (install clang)",
+            "clang",
+            &["--version"],
+        ),
     ];
-    for (what, cmd, args) in checks {
+    for (why, cmd, args) in checks {
         if !runs(cmd, args) {
-            skip(test, &format!("{what} not available"));
+            skip(test, why);
             return None;
         }
     }
