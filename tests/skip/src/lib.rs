@@ -6,7 +6,7 @@
 //! and returns. Then:
 //! - under `MRC_REQUIRE_ALL=1` (root under `scripts/test.sh`) the test fails instead;
 //! - otherwise a `SKIP test: why` line goes to stderr, and when `MRC_SKIP_LOG` names a file,
-//!   one `test<TAB>why` line is appended to it, so `scripts/test.sh` can end with the list of
+//!   one `package test<TAB>why` line is appended to it, so `scripts/test.sh` can end with the list of
 //!   what did not run and why (the test runner shows a skipped test as `ok`).
 
 use std::io::Write;
@@ -50,7 +50,12 @@ fn record(test: &str, why: &str) {
     let Ok(path) = std::env::var(SKIP_LOG) else {
         return;
     };
-    // One short write with O_APPEND: lines from tests running at once do not interleave.
+    // Named with its package where cargo runs it (two crates have a `dpdk_af_packet`). One
+    // short write with O_APPEND: lines from tests running at once do not interleave.
+    let test = match std::env::var("CARGO_PKG_NAME") {
+        Ok(pkg) => format!("{pkg} {test}"),
+        Err(_) => test.to_owned(),
+    };
     let line = format!("{test}\t{}\n", why.replace(['\t', '\n'], " "));
     let written = std::fs::OpenOptions::new()
         .create(true)
@@ -92,6 +97,7 @@ mod tests {
             .env_remove(REQUIRE_ALL)
             .env(SKIP_LOG, &log)
             .env("MRC_SKIP_CHILD", "1")
+            .env("CARGO_PKG_NAME", "pkg")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -117,7 +123,7 @@ mod tests {
     fn a_skip_is_recorded_one_line_each() {
         let (ok, log) = run_child("record", &[]);
         assert!(ok, "skips pass");
-        assert_eq!(log, "second\ttab here newline\nfirst\tneeds root\n");
+        assert_eq!(log, "pkg second\ttab here newline\npkg first\tneeds root\n");
     }
 
     #[test]
