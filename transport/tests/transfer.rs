@@ -247,3 +247,37 @@ fn a_requester_starts_no_more_write_with_immediates_than_its_limit() {
         assert_eq!(s.retransmits.total(), 0);
     }
 }
+
+/// A Write-with-Immediate held back by the requester's limit holds back what was posted after
+/// it too: the send queue goes in posting order.
+#[test]
+fn work_posted_behind_a_held_write_with_immediate_waits_its_turn() {
+    use common::drain_cq;
+    use mrc_transport::verbs::{RtsAttr, WcStatus};
+    let mut net = one_path_net();
+    let opts = ConnOpts {
+        rts: |a| RtsAttr { wimm_limit: 1, ..a },
+        ..ConnOpts::default()
+    };
+    let c = connect(&mut net, 0, 1, opts);
+    post_write_imms(&mut net, &c, 2, 4096);
+    // A plain Write (wr_id 42) behind the second one.
+    let _ = start_write(&mut net, &c, 4096, None, 3);
+    net.run_for(Duration::ZERO);
+    let s = net.ep(0).qp_stats(c.qp_a).unwrap();
+    assert_eq!(s.data_packets_sent, 1, "only the first message left");
+    let mut wcs = Vec::new();
+    net.run_until(Duration::from_millis(100), |n| {
+        wcs.extend(drain_cq(n, 0, c.cq_a));
+        wcs.len() == 3
+    });
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(
+        got,
+        [
+            (0, WcStatus::Success),
+            (1, WcStatus::Success),
+            (42, WcStatus::Success)
+        ]
+    );
+}
