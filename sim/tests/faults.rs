@@ -179,6 +179,10 @@ fn a_switch_that_stops_forwarding() {
         ],
     );
     assert!(s.fabric_counters().switches.dead_dropped > 0);
+    // Mostly the dead switch's plane lost its EVs (SACKs of plane 0 may come back on plane 1,
+    // so plane 0 loses a few).
+    let (p0, p1) = (plane_total(&s, 0), plane_total(&s, 1));
+    assert!(p1.evs_retired > 2 * p0.evs_retired, "{p0:?} {p1:?}");
 }
 
 #[test]
