@@ -69,16 +69,36 @@ fn a_ring_all_reduce_sums_every_rank_under_a_link_failure() {
     // Eight ranks spread over the racks, ring order across racks.
     let ranks = [0, 4, 8, 12, 1, 5, 9, 13];
     let ar = RingAllReduce::install(&mut s, &ranks, 64 * 1024, ConnOpts::default()).unwrap();
-    s.schedule(Fault::at_us(
-        10,
-        FaultKind::LinkDown(
-            NodeId::Switch(SwitchId::t0(1, 1)),
-            NodeId::Switch(SwitchId::t1(1, 0)),
-        ),
-    ));
+    let (a, b) = (
+        NodeId::Switch(SwitchId::t0(1, 1)),
+        NodeId::Switch(SwitchId::t1(1, 0)),
+    );
+    s.schedule(Fault::at_us(10, FaultKind::LinkDown(a, b)));
     s.run_to_completion(limit(), &mut |_| {}).unwrap();
     ar.verify(&s).unwrap();
-    assert!(ar.finish_times().iter().all(Option::is_some));
+    // Every rank finished, after the failure: the all-reduce ran across it.
+    assert!(
+        ar.finish_times()
+            .iter()
+            .all(|t| t.is_some_and(|t| t > us(10))),
+        "{:?}",
+        ar.finish_times()
+    );
+    // The failure hit the ring's traffic: that link swallowed frames, and the engines retired
+    // EVs of plane 1 and resent what was lost there.
+    let dropped =
+        s.link_stats(a, b).unwrap().down_dropped + s.link_stats(b, a).unwrap().down_dropped;
+    assert!(dropped > 0, "the dead link swallowed frames");
+    let (mut retired, mut resent) = (0, 0);
+    for &h in &ranks {
+        let p = s.endpoint(h).plane_stats(1).unwrap();
+        retired += p.evs_retired;
+        resent += p.retransmits;
+    }
+    assert!(
+        retired > 0 && resent > 0,
+        "retired {retired}, resent {resent}"
+    );
 }
 
 #[test]

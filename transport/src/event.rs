@@ -1,6 +1,7 @@
 //! Asynchronous events (libibverbs async events, plus what observers of path health want),
-//! drained with `Endpoint::poll_event`. The queue is bounded: events nobody drains are
-//! counted and dropped, never accumulated.
+//! drained with `Endpoint::poll_event`. The queue is bounded (`Limits::max_events`): once it is
+//! full, new events are counted (`EndpointStats::events_dropped`) and dropped, never
+//! accumulated; the queue keeps the oldest.
 
 use core::net::Ipv6Addr;
 use std::collections::VecDeque;
@@ -29,7 +30,8 @@ pub enum Event {
     },
     /// ECMP mode: a burst of failures was read as a remap; the QP drew a fresh EV set.
     EcmpRemap { qpn: Qpn },
-    /// A completion did not fit its CQ and was lost.
+    /// A completion did not fit its CQ and was lost (counted in `EndpointStats::cq_overruns`);
+    /// the CQ keeps the older ones and the QP carries on.
     CqOverrun { cq: CqHandle },
 }
 

@@ -28,6 +28,7 @@ fn with_dcqcn(cfg: &mut mrc_transport::EndpointConfig) {
 fn one_path_and_go_back_n_recover_random_loss() {
     let spec = PathSpec {
         loss: 0.005,
+        dup: 0.005,
         ..PathSpec::default()
     };
     let mut n = NetBuilder {
@@ -61,9 +62,18 @@ fn one_path_and_go_back_n_recover_random_loss() {
         s.retransmits.inferred, 0,
         "no selective repair in this mode"
     );
+    // Each packet is placed once, whatever the resends and the fabric's copies: as many as
+    // were sent the first time, every byte.
+    assert_eq!(r.data_packets_received, s.data_packets_sent, "{r:?}");
+    assert_eq!(r.data_bytes_placed, 4 << 20);
+    // A copy of a placed packet is a duplicate, counted as such and not placed again; every
+    // data frame that reached the responder is counted once: placed, dropped out of
+    // sequence, or a duplicate.
+    assert!(n.duplicated_forward() > 0 && r.duplicates > 0, "{r:?}");
     assert_eq!(
-        r.duplicates + r.data_packets_received,
-        r.data_packets_received + r.duplicates
+        r.data_packets_received + r.out_of_sequence + r.duplicates,
+        n.delivered_forward(),
+        "{r:?}"
     );
 }
 

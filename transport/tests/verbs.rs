@@ -8,7 +8,7 @@ use mrc_transport::verbs::{
     Access, CqHandle, InitAttr, PdHandle, QpCap, QpInitAttr, QpState, QpTransition, Qpn, RecvWr,
     RemoteNic, RtrAttr, RtsAttr, SendOpcode, SendWr, Sge, VerbsError, WcStatus, WorkCompletion,
 };
-use mrc_transport::{Endpoint, EndpointConfig, PathMode};
+use mrc_transport::{Duration, Endpoint, EndpointConfig, PathMode};
 
 fn endpoint() -> Endpoint {
     common::standalone(0)
@@ -323,4 +323,163 @@ fn limits_hold_and_configurations_are_validated() {
         ep.create_cq(1),
         Err(VerbsError::LimitReached { .. })
     ));
+}
+
+#[test]
+fn a_write_longer_than_the_largest_message_is_refused_at_post_time() {
+    fn tweak(cfg: &mut EndpointConfig) {
+        cfg.limits.max_message_bytes = 1000;
+    }
+    let mut n = NetBuilder {
+        tweak,
+        ..NetBuilder::default()
+    }
+    .build();
+    let c = connect(&mut n, 0, 1, ConnOpts::default());
+    let src = common::region(&mut n, 0, c.pd_a, 0x1000, 4096, common::pattern(3));
+    let dst = common::region(&mut n, 1, c.pd_b, 0x8000, 4096, |_| 0);
+    let post = |n: &mut common::Net, wr_id, sg: &[(u64, u32)]| {
+        let sg: Vec<Sge> = sg
+            .iter()
+            .map(|&(addr, length)| Sge {
+                addr,
+                length,
+                lkey: src.lkey,
+            })
+            .collect();
+        n.ep(0).post_send(
+            c.qp_a,
+            &SendWr {
+                wr_id,
+                opcode: SendOpcode::Write,
+                sg_list: &sg,
+                remote_addr: 0x8000,
+                rkey: dst.rkey,
+                signaled: true,
+            },
+        )
+    };
+    // One byte too many, alone or summed over the gather list.
+    assert_eq!(
+        post(&mut n, 1, &[(0x1000, 1001)]),
+        Err(VerbsError::MessageTooLong(1001))
+    );
+    assert_eq!(
+        post(&mut n, 2, &[(0x1000, 600), (0x1800, 600)]),
+        Err(VerbsError::MessageTooLong(1200))
+    );
+    // Refused ones are not queued: nothing is sent, nothing completes.
+    n.run_until_idle(Duration::from_millis(10));
+    assert_eq!(n.ep(0).qp_stats(c.qp_a).unwrap().data_packets_sent, 0);
+    assert!(common::drain_cq(&mut n, 0, c.cq_a).is_empty());
+    // The largest message itself goes.
+    post(&mut n, 3, &[(0x1000, 400), (0x1800, 600)]).unwrap();
+    n.run_until_idle(Duration::from_millis(10));
+    let wcs = common::drain_cq(&mut n, 0, c.cq_a);
+    let got: Vec<_> = wcs
+        .iter()
+        .map(|w| (w.wr_id, w.status, w.byte_len))
+        .collect();
+    assert_eq!(got, [(3, WcStatus::Success, 1000)]);
+    let mem = n.ep(1).mr_slice(dst.lkey).unwrap();
+    let p = common::pattern(3);
+    assert!((0..400).all(|i| mem[i] == p(i)));
+    assert!((0..600).all(|i| mem[400 + i] == p(0x800 + i)));
+}
+
+#[test]
+fn events_past_the_queue_bound_are_counted_and_dropped_the_first_ones_kept() {
+    use mrc_transport::{Event, Instant};
+    let mut cfg = common::standalone(0).config().clone();
+    cfg.limits.max_events = 3;
+    let mut ep = Endpoint::new(cfg).unwrap();
+    let t = Instant::ZERO;
+    // Five port changes, nobody draining: the queue keeps the first three.
+    for (port, up) in [(0, false), (1, false), (0, true), (1, true), (0, false)] {
+        ep.handle_port_status(t, port, up);
+    }
+    assert_eq!(ep.stats().events_dropped, 2);
+    let got: Vec<Event> = std::iter::from_fn(|| ep.poll_event()).collect();
+    assert_eq!(
+        got,
+        [
+            Event::PortStatus { port: 0, up: false },
+            Event::PortStatus { port: 1, up: false },
+            Event::PortStatus { port: 0, up: true },
+        ]
+    );
+    // Drained, the queue takes events again; the count stays.
+    ep.handle_port_status(t, 1, false);
+    assert_eq!(
+        ep.poll_event(),
+        Some(Event::PortStatus { port: 1, up: false })
+    );
+    assert_eq!(ep.poll_event(), None);
+    assert_eq!(ep.stats().events_dropped, 2);
+}
+
+#[test]
+fn a_completion_that_does_not_fit_its_cq_is_lost_and_reported() {
+    use mrc_transport::Event;
+    let mut n = NetBuilder::default().build();
+    let c = connect(
+        &mut n,
+        0,
+        1,
+        ConnOpts {
+            cq_depth: 2,
+            ..ConnOpts::default()
+        },
+    );
+    let src = common::region(&mut n, 0, c.pd_a, 0x1000, 4096, common::pattern(4));
+    let dst = common::region(&mut n, 1, c.pd_b, 0x8000, 4096, |_| 0);
+    let post = |n: &mut common::Net, wr_id| {
+        let sge = [Sge {
+            addr: 0x1000,
+            length: 100,
+            lkey: src.lkey,
+        }];
+        n.ep(0)
+            .post_send(
+                c.qp_a,
+                &SendWr {
+                    wr_id,
+                    opcode: SendOpcode::Write,
+                    sg_list: &sge,
+                    remote_addr: 0x8000,
+                    rkey: dst.rkey,
+                    signaled: true,
+                },
+            )
+            .unwrap();
+    };
+    // Three signaled Writes into a CQ of two, not polled until all are done.
+    for id in 1..=3 {
+        post(&mut n, id);
+    }
+    n.run_until(Duration::from_millis(10), |n| {
+        n.ep(0).qp_stats(c.qp_a).unwrap().messages_completed == 3
+    });
+    let overruns: Vec<Event> = n
+        .events(0)
+        .into_iter()
+        .filter(|e| matches!(e, Event::CqOverrun { .. }))
+        .collect();
+    assert_eq!(overruns, [Event::CqOverrun { cq: c.cq_a }]);
+    assert_eq!(n.ep(0).stats().cq_overruns, 1);
+    // The CQ holds the two that fitted, oldest first; the third is gone.
+    let ids: Vec<u64> = common::drain_cq(&mut n, 0, c.cq_a)
+        .iter()
+        .map(|w| w.wr_id)
+        .collect();
+    assert_eq!(ids, [1, 2]);
+    // The QP carries on: drained, the CQ takes the next completion.
+    assert_eq!(n.ep(0).query_qp(c.qp_a).unwrap().state, QpState::Rts);
+    post(&mut n, 4);
+    n.run_until_idle(Duration::from_millis(10));
+    let wcs = common::drain_cq(&mut n, 0, c.cq_a);
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(got, [(4, WcStatus::Success)]);
+    assert_eq!(n.ep(0).stats().cq_overruns, 1);
+    assert!(n.events(0).is_empty());
 }

@@ -364,6 +364,17 @@ impl Net {
             .sum()
     }
 
+    /// Frames the paths delivered from host 0 to host 1 (data and probes; duplicates twice).
+    pub fn delivered_forward(&self) -> u64 {
+        self.links[0]
+            .2
+            .forward
+            .iter()
+            .flatten()
+            .map(|&p| self.h.path_stats(p).delivered)
+            .sum()
+    }
+
     /// Frames each path of `plane` carried from host 0 to host 1.
     pub fn forward_frames(&self, plane: usize) -> Vec<u64> {
         self.links[0].2.forward[plane]
