@@ -213,6 +213,57 @@ fn a_responder_that_shrinks_its_mpr_mid_transfer_is_never_sent_a_psn_beyond_it()
 }
 
 #[test]
+fn a_late_sack_from_before_the_shrink_does_not_widen_the_window_again() {
+    // Paths that reorder: SACKs overtake each other on the way back, so some sent before
+    // the shrink (saying 1024) arrive after it. Only a SACK whose cumulative ACK is not
+    // behind the requester's speaks for the responder now.
+    let mut n = NetBuilder {
+        tweak: |c| c.payload_mtu = 256,
+        spec: PathSpec {
+            jitter: Duration::from_micros(4),
+            ..PathSpec::default()
+        },
+        ..NetBuilder::default()
+    }
+    .build();
+    let c = connect_with(&mut n, true, true);
+    n.record(0, true);
+    let job = start_write(&mut n, &c, LEN, None, 5);
+    run_until_received(&mut n, &c, 3000);
+    n.ep(1).set_qp_mpr(c.qp_b, SMALL).unwrap();
+    finish_write(&mut n, &c, job);
+    let (sent, sacks) = sends(&n.recorded(0));
+
+    let shrink = sacks.iter().position(|h| h.field == 1).unwrap();
+    let mut cack = 0;
+    let mut late = 0;
+    for (i, h) in sacks.iter().enumerate() {
+        late += usize::from(i > shrink && h.field == 8 && h.cack < cack);
+        cack = cack.max(h.cack);
+    }
+    assert!(
+        late > 0,
+        "the scenario has late SACKs from before the shrink"
+    );
+    let heard = sent.iter().position(|s| s.mpr == SMALL).unwrap();
+    let new: Vec<&Sent> = sent[heard..].iter().filter(|s| !s.rtx).collect();
+    assert!(new.len() > 10_000);
+    for s in new {
+        assert!(
+            s.seq < s.cack + u64::from(SMALL),
+            "PSN {} sent for the first time with the cumulative ACK at {}",
+            s.seq,
+            s.cack
+        );
+    }
+    let req = n.ep_ref(0).qp_stats(c.qp_a).unwrap();
+    assert_eq!(
+        (req.mpr_window, req.mpr_shrinks, req.mpr_grows),
+        (128, 1, 0)
+    );
+}
+
+#[test]
 fn growing_the_mpr_again_restores_the_wide_flight() {
     let mut n = net();
     let c = connect_with(&mut n, true, true);
