@@ -213,7 +213,7 @@ impl Qp {
     }
 
     /// Dynamic MPR (brief §3.5): the responder's current MPR, advertised from the next SACK
-    /// on. Within one 128-PSN unit and the RTR MPR (rounded down to whole units on the wire);
+    /// on: from 128 PSNs up to the RTR MPR (rounded down to whole 128-PSN units on the wire);
     /// the QP must have enabled dynamic MPR at RTR.
     pub fn set_mpr(&mut self, psns: u32) -> Result<(), VerbsError> {
         let (QpState::Rtr | QpState::Rts, Some(c), Some(rtr)) =
