@@ -150,6 +150,12 @@
 #define MRC_QP_RETRY_CNT (1 << 10)
 
 /**
+ * Dynamic MPR (capability DYNAMIC_MPR, brief §3.5): RTR for the responder, RTS for the
+ * requester; effective when both ends set it.
+ */
+#define MRC_QP_DYNAMIC_MPR (1 << 11)
+
+/**
  * A NIC (its poll thread and MRC engine) on host `host` of a fabric.
  */
 struct mrc_context;
@@ -254,6 +260,10 @@ struct mrc_qp_attr {
   uint8_t timeout;
   uint8_t retry_cnt_linear;
   uint8_t retry_cnt_exp;
+  /**
+   * Non-zero: dynamic MPR on (with `MRC_QP_DYNAMIC_MPR`), at RTR and at RTS.
+   */
+  uint8_t dynamic_mpr;
 };
 
 /**
@@ -458,6 +468,16 @@ uint32_t mrc_get_qpn(struct mrc_qp *qp);
  * `qp` is NULL or live; `attr` is NULL or readable.
  */
 int mrc_modify_qp(struct mrc_qp *qp, struct mrc_qp_attr *attr, int attr_mask);
+
+/**
+ * Dynamic MPR (brief §3.5): the MPR, in PSNs, the QP's responder accepts and advertises in
+ * its SACKs from now on: 128 up to its RTR MPR, the QP in RTR or RTS with dynamic MPR set at
+ * RTR.
+ *
+ * # Safety
+ * `qp` is NULL or live.
+ */
+int mrc_set_qp_mpr(struct mrc_qp *qp, uint32_t psns);
 
 /**
  * Destroys a QP.

@@ -401,6 +401,9 @@ pub unsafe extern "C" fn mrc_modify_qp(
                 if has(MRC_QP_WIMM_LIMIT) {
                     r.wimm_limit = a.wimm_limit;
                 }
+                if has(MRC_QP_DYNAMIC_MPR) {
+                    r.dynamic_mpr = a.dynamic_mpr != 0;
+                }
                 QpTransition::Rtr(r)
             }
             MRC_QPS_RTS => {
@@ -419,6 +422,9 @@ pub unsafe extern "C" fn mrc_modify_qp(
                     r.retry_linear = a.retry_cnt_linear;
                     r.retry_exp = a.retry_cnt_exp;
                 }
+                if has(MRC_QP_DYNAMIC_MPR) {
+                    r.dynamic_mpr = a.dynamic_mpr != 0;
+                }
                 QpTransition::Rts(r)
             }
             MRC_QPS_ERR => QpTransition::Error,
@@ -426,6 +432,22 @@ pub unsafe extern "C" fn mrc_modify_qp(
             _ => return Err(invalid("unknown qp_state")),
         };
         q.handle.modify_qp(q.qpn, t)?;
+        Ok(MRC_OK)
+    })
+}
+
+/// Dynamic MPR (brief §3.5): the MPR, in PSNs, the QP's responder accepts and advertises in
+/// its SACKs from now on: 128 up to its RTR MPR, the QP in RTR or RTS with dynamic MPR set at
+/// RTR.
+///
+/// # Safety
+/// `qp` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mrc_set_qp_mpr(qp: *mut mrc_qp, psns: u32) -> c_int {
+    guard(|| {
+        // SAFETY: forwarded caller contract.
+        let q = unsafe { obj(qp, "qp") }?;
+        q.handle.set_qp_mpr(q.qpn, psns)?;
         Ok(MRC_OK)
     })
 }

@@ -68,6 +68,9 @@ pub const MRC_QP_MPR: c_int = 1 << 7;
 pub const MRC_QP_WIMM_LIMIT: c_int = 1 << 8;
 pub const MRC_QP_TIMEOUT: c_int = 1 << 9;
 pub const MRC_QP_RETRY_CNT: c_int = 1 << 10;
+/// Dynamic MPR (capability DYNAMIC_MPR, brief §3.5): RTR for the responder, RTS for the
+/// requester; effective when both ends set it.
+pub const MRC_QP_DYNAMIC_MPR: c_int = 1 << 11;
 
 /// One gather entry: `length` bytes at `addr` (an IOVA of the region `lkey` names).
 #[repr(C)]
@@ -159,6 +162,8 @@ pub struct mrc_qp_attr {
     pub timeout: u8,
     pub retry_cnt_linear: u8,
     pub retry_cnt_exp: u8,
+    /// Non-zero: dynamic MPR on (with `MRC_QP_DYNAMIC_MPR`), at RTR and at RTS.
+    pub dynamic_mpr: u8,
 }
 
 /// A registered memory region's keys and place.

@@ -295,6 +295,11 @@ impl NicHandle {
         Ok(self.call(move |s| s.endpoint().modify_qp(qpn, transition))??)
     }
 
+    /// Dynamic MPR: the MPR a QP's responder advertises from now on (`Endpoint::set_qp_mpr`).
+    pub fn set_qp_mpr(&self, qpn: Qpn, psns: u32) -> Result<(), NicError> {
+        Ok(self.call(move |s| s.endpoint().set_qp_mpr(qpn, psns))??)
+    }
+
     /// A QP's state and attributes.
     pub fn query_qp(&self, qpn: Qpn) -> Result<QpInfo, NicError> {
         Ok(self.call(move |s| s.endpoint().query_qp(qpn))??)

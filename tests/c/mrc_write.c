@@ -63,12 +63,15 @@ static void connect(struct side *s, const struct side *peer) {
     memcpy(a.dest_gid, peer->gid, 16);
     a.dest_qp_num = mrc_get_qpn(peer->qp);
     a.rq_psn = 7;
-    CHECK(mrc_modify_qp(s->qp, &a, MRC_QP_STATE | MRC_QP_AV | MRC_QP_DEST_QPN | MRC_QP_RQ_PSN) ==
-              MRC_OK,
+    a.dynamic_mpr = 1; /* both ends have the capability: on at RTR and at RTS */
+    CHECK(mrc_modify_qp(s->qp, &a,
+                        MRC_QP_STATE | MRC_QP_AV | MRC_QP_DEST_QPN | MRC_QP_RQ_PSN |
+                            MRC_QP_DYNAMIC_MPR) == MRC_OK,
           "modify RTR");
     a.qp_state = MRC_QPS_RTS;
     a.sq_psn = 7;
-    CHECK(mrc_modify_qp(s->qp, &a, MRC_QP_STATE | MRC_QP_SQ_PSN) == MRC_OK, "modify RTS");
+    CHECK(mrc_modify_qp(s->qp, &a, MRC_QP_STATE | MRC_QP_SQ_PSN | MRC_QP_DYNAMIC_MPR) == MRC_OK,
+          "modify RTS");
 }
 
 static struct mrc_wc wait_one(struct side *s) {
@@ -168,6 +171,10 @@ int main(void) {
     CHECK(mrc_mr_write(a.mr, 2 * LEN, "x", 1) == MRC_ERANGE, "write past the region refused");
 
     transfer(&a, &b, 1);
+    /* Host 0's responder shrinks its MPR to one unit of 128 PSNs (the API path; the engine
+     * tests check the window the requester then keeps). */
+    CHECK(mrc_set_qp_mpr(a.qp, 128) == MRC_OK, "mrc_set_qp_mpr");
+    CHECK(mrc_set_qp_mpr(a.qp, 64) == MRC_EINVAL, "an MPR below 128 PSNs refused");
     transfer(&b, &a, 2);
     /* Plane 0 of host 0 goes down: the engine resends on plane 1. */
     CHECK(mrc_fabric_set_link(fabric, 0, 0, 0) == MRC_OK, "mrc_fabric_set_link");
@@ -181,6 +188,6 @@ int main(void) {
     CHECK(mrc_destroy_context(a.ctx) == MRC_OK && mrc_destroy_context(b.ctx) == MRC_OK,
           "mrc_destroy_context");
     CHECK(mrc_destroy_fabric(fabric) == MRC_OK, "mrc_destroy_fabric");
-    printf("mrc_write: ok: 4 x %d bytes (Write + Write-with-Immediate), one plane down for the last two\n", LEN);
+    printf("mrc_write: ok: 4 x %d bytes (Write + Write-with-Immediate), one plane down for the last two, host 0's MPR shrunk to 128 from the second\n", LEN);
     return 0;
 }

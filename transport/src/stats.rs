@@ -130,6 +130,17 @@ pub struct QpStats {
     pub remaps: u64,
     /// Send work requests completed successfully.
     pub messages_completed: u64,
+    /// Dynamic MPR (brief §3.5): the MPR the peer's SACKs last advertised, in PSNs (0: none,
+    /// or the peer has dynamic MPR off). Recorded even when this QP's requester ignores it.
+    pub mpr_peer: u64,
+    /// The PSN window new data is sent in now: the RTS MPR, or the smaller advertised one
+    /// when dynamic MPR is on at both ends (0 before RTS).
+    pub mpr_window: u64,
+    /// Times an advertisement made that window smaller / larger.
+    pub mpr_shrinks: u64,
+    pub mpr_grows: u64,
+    /// Times new data stopped because the window was full (static or dynamic MPR).
+    pub mpr_pauses: u64,
     // Responder.
     pub data_packets_received: u64,
     pub data_bytes_placed: u64,
@@ -148,6 +159,8 @@ pub struct QpStats {
     pub imm_delivered: u64,
     /// Writes refused by the memory checks (bad rkey, bounds, access).
     pub access_errors: u64,
+    /// Dynamic MPR: the MPR this QP's SACKs advertise, in PSNs (0: dynamic MPR off).
+    pub mpr_advertised: u64,
     // RTT.
     pub srtt_ns: u64,
     pub min_rtt_ns: u64,

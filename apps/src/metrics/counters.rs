@@ -273,6 +273,13 @@ fn add_qp_stats(a: &mut QpStats, b: &QpStats) {
     a.ecn_marked_received += b.ecn_marked_received;
     a.out_of_sequence += b.out_of_sequence;
     a.imm_delivered += b.imm_delivered;
+    // Dynamic MPR: the gauges are the later run's, the counters add up.
+    a.mpr_peer = b.mpr_peer;
+    a.mpr_window = b.mpr_window;
+    a.mpr_advertised = b.mpr_advertised;
+    a.mpr_shrinks += b.mpr_shrinks;
+    a.mpr_grows += b.mpr_grows;
+    a.mpr_pauses += b.mpr_pauses;
 }
 
 /// Every host's counters at one moment.

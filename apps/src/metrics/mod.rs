@@ -44,6 +44,11 @@ fn gauges(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
     f
 }
 
+/// A gauge's value (`i64`) from a counter struct's `u64`.
+fn gauge(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
 fn l(pairs: &[(&str, String)]) -> Labels {
     pairs
         .iter()
@@ -246,6 +251,37 @@ fn fill(reg: &mut Registry, snap: &Snapshot) {
         "Trimmed headers received by the responder",
     );
     let ev_changes = counters(reg, "mrc_qp_ev_state_changes", "EV state changes of the QP");
+    // Dynamic MPR (brief §3.5).
+    let mpr_peer = gauges(
+        reg,
+        "mrc_qp_mpr_peer_psns",
+        "MPR the peer's SACKs last advertised, PSNs (0: none, dynamic MPR off at the peer)",
+    );
+    let mpr_window = gauges(
+        reg,
+        "mrc_qp_mpr_window_psns",
+        "PSN window new data is sent in: the RTS MPR, or the smaller advertised one",
+    );
+    let mpr_adv = gauges(
+        reg,
+        "mrc_qp_mpr_advertised_psns",
+        "MPR this QP's SACKs advertise, PSNs (0: dynamic MPR off)",
+    );
+    let mpr_shrinks = counters(
+        reg,
+        "mrc_qp_mpr_shrinks",
+        "Advertisements that made the send window smaller",
+    );
+    let mpr_grows = counters(
+        reg,
+        "mrc_qp_mpr_grows",
+        "Advertisements that made the send window larger",
+    );
+    let mpr_pauses = counters(
+        reg,
+        "mrc_qp_mpr_pauses",
+        "Times new data waited for room in the MPR window",
+    );
     for h in &snap.hosts {
         for q in &h.qps {
             let host = format!("h{}", h.host);
@@ -263,6 +299,12 @@ fn fill(reg: &mut Registry, snap: &Snapshot) {
             dup.get_or_create(&lb).inc_by(s.duplicates);
             trimmed_rx.get_or_create(&lb).inc_by(s.trimmed_received);
             ev_changes.get_or_create(&lb).inc_by(s.ev_state_changes);
+            mpr_peer.get_or_create(&lb).set(gauge(s.mpr_peer));
+            mpr_window.get_or_create(&lb).set(gauge(s.mpr_window));
+            mpr_adv.get_or_create(&lb).set(gauge(s.mpr_advertised));
+            mpr_shrinks.get_or_create(&lb).inc_by(s.mpr_shrinks);
+            mpr_grows.get_or_create(&lb).inc_by(s.mpr_grows);
+            mpr_pauses.get_or_create(&lb).inc_by(s.mpr_pauses);
             let r = &s.retransmits;
             for (cause, v) in [
                 ("trim", r.trim),
@@ -420,6 +462,33 @@ mod tests {
         Snapshot {
             at_ns: 1,
             hosts: vec![h],
+        }
+    }
+
+    #[test]
+    fn dynamic_mpr_series_carry_the_qp_counters() {
+        let mut snap = full();
+        snap.hosts[0].qps[0].stats = mrc_transport::stats::QpStats {
+            mpr_peer: 128,
+            mpr_window: 128,
+            mpr_advertised: 1024,
+            mpr_shrinks: 1,
+            mpr_grows: 2,
+            mpr_pauses: 37,
+            ..mrc_transport::stats::QpStats::default()
+        };
+        let e = Exporter::new(&[]);
+        e.publish(&snap);
+        let text = e.render();
+        for want in [
+            "mrc_qp_mpr_peer_psns{host=\"h0\",qp=\"0x4000\"} 128",
+            "mrc_qp_mpr_window_psns{host=\"h0\",qp=\"0x4000\"} 128",
+            "mrc_qp_mpr_advertised_psns{host=\"h0\",qp=\"0x4000\"} 1024",
+            "mrc_qp_mpr_shrinks_total{host=\"h0\",qp=\"0x4000\"} 1",
+            "mrc_qp_mpr_grows_total{host=\"h0\",qp=\"0x4000\"} 2",
+            "mrc_qp_mpr_pauses_total{host=\"h0\",qp=\"0x4000\"} 37",
+        ] {
+            assert!(text.lines().any(|l| l == want), "{want} in\n{text}");
         }
     }
 

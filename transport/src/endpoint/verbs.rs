@@ -145,6 +145,18 @@ impl Endpoint {
             .ok_or(VerbsError::InvalidQp(qpn))?
     }
 
+    /// Dynamic MPR (brief §3.5): the MPR QP `qpn`'s responder accepts from now on, in PSNs,
+    /// advertised in every SACK it sends (in whole units of 128 PSNs, rounded down). From 128
+    /// up to its RTR MPR; the QP must be in RTR or RTS with `RtrAttr::dynamic_mpr` set. A
+    /// requester that enabled dynamic MPR too sends no new PSN beyond its cumulative ACK plus
+    /// this once it hears it; this responder still places what arrives within its RTR MPR
+    /// (packets sent before the requester heard of a shrink).
+    pub fn set_qp_mpr(&mut self, qpn: Qpn, psns: u32) -> Result<(), VerbsError> {
+        let idx = self.qps.index_of(qpn.0).ok_or(VerbsError::InvalidQp(qpn))?;
+        self.with_qp(idx, |qp, _| qp.set_mpr(psns))
+            .ok_or(VerbsError::InvalidQp(qpn))?
+    }
+
     /// A QP's state and attributes.
     pub fn query_qp(&self, qpn: Qpn) -> Result<QpInfo, VerbsError> {
         self.qps

@@ -16,6 +16,7 @@ use crate::ev::Paths;
 use crate::rng::Rng;
 use crate::time::Instant;
 use crate::verbs::{InitAttr, QpState, Qpn, RtrAttr, TransportMode, VerbsError};
+use crate::wire::seth::{MAX_ADVERTISED_MPR, MPR_UNIT_PSNS};
 
 /// The QP at the other end.
 #[derive(Debug, Clone, Copy)]
@@ -50,6 +51,13 @@ impl Connection {
     ) -> Result<Self, VerbsError> {
         let cfg = ctx.cfg;
         check_mpr(a.mpr, cfg)?;
+        // Dynamic MPR advertises the window in the SETH's 8-bit field of 128-PSN units
+        // (brief §2.9, §3.5): its RTR MPR must be one it can say.
+        if a.dynamic_mpr && !(MPR_UNIT_PSNS..=MAX_ADVERTISED_MPR).contains(&a.mpr) {
+            return Err(VerbsError::InvalidAttr(
+                "dynamic MPR needs an MPR of 128 to 32640 PSNs",
+            ));
+        }
         if a.wimm_limit == 0 || a.wimm_limit > cfg.limits.max_wimm {
             return Err(VerbsError::InvalidAttr("WIMM limit"));
         }

@@ -51,12 +51,14 @@ impl Qp {
             return;
         };
         stats.sacks_received += 1;
+        let fresh = range.cack >= c.req.flight.una();
         let echoed = c.paths.table.lookup(seth.entropy);
         if echoed.is_none() {
             ctx.drop_frame(DropReason::UnknownEv);
         }
         let ecn = seth.verdict == MultipathVerdict::SkipOnce;
         let acked = c.merge_sack(now, range, echoed, ecn, rng, stats, ctx);
+        c.req.on_mpr_advertised(seth.mpr, fresh, stats);
         let rtt = c.req.sample_rtt(now, ccs.tx_timestamp, echoed, stats, ctx);
         c.paths
             .table

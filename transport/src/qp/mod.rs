@@ -187,6 +187,7 @@ impl Qp {
             QpTransition::Rtr(a) => {
                 let init = self.init.unwrap_or_default();
                 let conn = Connection::new(self.qpn, &init, &a, ctx, &mut self.rng)?;
+                self.stats.mpr_advertised = conn.resp.mpr_advertised();
                 self.conn = Some(conn);
                 self.rtr = Some(a);
             }
@@ -195,6 +196,7 @@ impl Qp {
                     return Err(VerbsError::InvalidState(self.state));
                 };
                 c.req.start(&a, cfg)?;
+                self.stats.mpr_window = c.req.window();
                 self.rts = Some(a);
             }
             QpTransition::Error => {
@@ -207,6 +209,28 @@ impl Qp {
             }
         }
         self.state = t.target();
+        Ok(())
+    }
+
+    /// Dynamic MPR (brief §3.5): the responder's current MPR, advertised from the next SACK
+    /// on: from 128 PSNs up to the RTR MPR (rounded down to whole 128-PSN units on the wire);
+    /// the QP must have enabled dynamic MPR at RTR.
+    pub fn set_mpr(&mut self, psns: u32) -> Result<(), VerbsError> {
+        let (QpState::Rtr | QpState::Rts, Some(c), Some(rtr)) =
+            (self.state, self.conn.as_mut(), self.rtr)
+        else {
+            return Err(VerbsError::InvalidState(self.state));
+        };
+        if !rtr.dynamic_mpr {
+            return Err(VerbsError::InvalidAttr("dynamic MPR is off on this QP"));
+        }
+        if psns < crate::wire::seth::MPR_UNIT_PSNS || psns > rtr.mpr {
+            return Err(VerbsError::InvalidAttr(
+                "dynamic MPR beyond the RTR MPR or below 128 PSNs",
+            ));
+        }
+        c.resp.set_mpr(psns);
+        self.stats.mpr_advertised = c.resp.mpr_advertised();
         Ok(())
     }
 

@@ -16,8 +16,10 @@ use crate::event::Event;
 use crate::reliability::loss::{LossDeadlines, LossDetection};
 use crate::reliability::psn::psn_of;
 use crate::reliability::{Flight, FlightEntry, RetryBudget, RetryVerdict};
+use crate::stats::QpStats;
 use crate::time::{Duration, Instant};
 use crate::verbs::{QpState, RtsAttr, TransportMode, VerbsError, WcStatus};
+use crate::wire::seth::MPR_UNIT_PSNS;
 use crate::wire::tseth::timestamp_from_nanos;
 use crate::wire::{Body, ImmDtRepr, MethRepr, Opcode, PethRepr, RethRepr, TsethRepr, WriteHeaders};
 
@@ -37,6 +39,12 @@ pub(crate) struct Requester {
     pub(super) sq_psn: u32,
     /// Packets the flight may hold (RTS MPR).
     pub(super) mpr: u32,
+    /// Dynamic MPR enabled at RTS (brief §3.5): the window follows the peer's advertisement.
+    pub(super) dynamic_mpr: bool,
+    /// The MPR the peer's SACKs advertise, in PSNs (`None`: none heard, or 0 = off).
+    pub(super) peer_mpr: Option<u32>,
+    /// New data waits for room in the MPR window (one pause counted per wait).
+    pub(super) mpr_paused: bool,
     pub(super) flight: Flight,
     pub(super) retry: RetryBudget,
     /// The reordering window, RACK and the per-packet timeout, with the QP's RTT.
@@ -68,6 +76,9 @@ impl Requester {
         Self {
             sq_psn: 0,
             mpr: 0,
+            dynamic_mpr: false,
+            peer_mpr: None,
+            mpr_paused: false,
             flight: Flight::new(0, PER_PACKET_OVERHEAD),
             retry: RetryBudget::new(0, 0, 0),
             loss: LossDetection::new(&cfg.timers),
@@ -92,6 +103,9 @@ impl Requester {
         }
         self.sq_psn = a.sq_psn & crate::reliability::psn::PSN_MASK;
         self.mpr = a.mpr;
+        self.dynamic_mpr = a.dynamic_mpr;
+        self.peer_mpr = None;
+        self.mpr_paused = false;
         self.flight = Flight::new(a.mpr, PER_PACKET_OVERHEAD);
         self.retry = RetryBudget::new(a.timeout, a.retry_linear, a.retry_exp);
         self.wimm_limit = a.wimm_limit;
@@ -101,6 +115,38 @@ impl Requester {
 
     pub fn inflight_bytes(&self) -> u64 {
         self.flight.inflight_bytes()
+    }
+
+    /// The PSN window new data is sent in (brief §3.5): the RTS MPR, or the MPR the peer
+    /// advertises when that is smaller and dynamic MPR is on at both ends. A PSN at or beyond
+    /// `una + window` is never sent for the first time.
+    pub(super) fn window(&self) -> u64 {
+        let advertised = self.peer_mpr.filter(|_| self.dynamic_mpr);
+        u64::from(advertised.map_or(self.mpr, |m| m.min(self.mpr)))
+    }
+
+    /// Room in the window for one more new packet.
+    fn window_has_room(&self) -> bool {
+        self.flight.nxt() - self.flight.una() < self.window()
+    }
+
+    /// A SACK's MPR field (dynamic MPR, brief §3.5): the responder's current MPR in units of
+    /// 128 PSNs, 0 when it has dynamic MPR off. Only a SACK whose cumulative ACK is not behind
+    /// the flight's (`fresh`) speaks for the responder now: an older one overtaken on the
+    /// way back would undo a later change. A shrink below what is in flight only stops new
+    /// packets (see [`Self::window_has_room`]); what was sent stays in flight, and may be
+    /// resent: the responder's tracker keeps its RTR window.
+    pub(super) fn on_mpr_advertised(&mut self, field: u8, fresh: bool, stats: &mut QpStats) {
+        if !fresh {
+            return;
+        }
+        let before = self.window();
+        self.peer_mpr = (field != 0).then(|| u32::from(field) * MPR_UNIT_PSNS);
+        let after = self.window();
+        stats.mpr_peer = u64::from(self.peer_mpr.unwrap_or(0));
+        stats.mpr_window = after;
+        stats.mpr_shrinks += u64::from(after < before);
+        stats.mpr_grows += u64::from(after > before);
     }
 
     pub fn has_retransmit(&mut self) -> bool {
@@ -157,7 +203,7 @@ impl Qp {
         if let Some(t) = self.send_probe(now, planes, buf, ctx) {
             return TxOutcome::Sent(t);
         }
-        let Some(Parts { c, sq, .. }) = self.parts() else {
+        let Some(Parts { c, sq, stats, .. }) = self.parts() else {
             return TxOutcome::Idle;
         };
         let req = &mut c.req;
@@ -184,6 +230,12 @@ impl Qp {
         };
         let len = packet_len(wr.len, pkt, ctx.cfg.payload_mtu);
         let starts_imm = pkt == 0 && wr.imm.is_some();
+        if !req.window_has_room() {
+            // Woken by the SACK that slides or grows the window (brief §3.5).
+            stats.mpr_pauses += u64::from(!req.mpr_paused);
+            req.mpr_paused = true;
+            return TxOutcome::Idle;
+        }
         if !req.flight.has_room() || (starts_imm && req.imm_outstanding >= req.wimm_limit) {
             return TxOutcome::Idle;
         }
@@ -236,7 +288,7 @@ impl Qp {
         // Ask for a SACK when this is the last packet we can send for now (brief §4.2).
         let ack_req = rtx
             || (last && abs + 1 == sq.tail())
-            || req.flight.nxt() + 1 - req.flight.una() >= u64::from(req.mpr);
+            || req.flight.nxt() + 1 - req.flight.una() >= req.window();
         let mut bth = frames::bth(opcode, c.peer.qpn.0, psn_of(req.sq_psn, seq));
         bth.ack_req = ack_req;
         bth.rtx = rtx;
@@ -295,6 +347,7 @@ impl Qp {
             stats.retransmits.rewind += u64::from(req.gbn);
         } else {
             req.flight.send_new(now, abs, pkt, len, ev);
+            req.mpr_paused = false;
             sq.advance(seq);
             if pkt == 0 && wr.imm.is_some() {
                 req.imm_outstanding += 1;

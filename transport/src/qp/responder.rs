@@ -41,6 +41,9 @@ pub(crate) struct Responder {
     ack_due: bool,
     /// Payload bytes received (CC_STATE `rcvd_bytes`).
     rcvd_bytes: u64,
+    /// Dynamic MPR (brief §3.5): the MPR every SACK advertises, in PSNs, at most the RTR MPR
+    /// that sizes the tracker (`None`: dynamic MPR off, SACKs carry 0).
+    mpr_now: Option<u32>,
 }
 
 impl Responder {
@@ -57,6 +60,26 @@ impl Responder {
             completed_msn: None,
             ack_due: false,
             rcvd_bytes: 0,
+            mpr_now: a.dynamic_mpr.then_some(a.mpr),
+        }
+    }
+
+    /// The SETH MPR field of this responder's SACKs (brief §2.9, §3.5).
+    pub fn mpr_field(&self) -> u8 {
+        self.mpr_now.map_or(0, crate::wire::seth::mpr_field)
+    }
+
+    /// The MPR its SACKs advertise, in PSNs (0: dynamic MPR off).
+    pub fn mpr_advertised(&self) -> u64 {
+        u64::from(self.mpr_field()) * u64::from(crate::wire::seth::MPR_UNIT_PSNS)
+    }
+
+    /// Advertise `psns` from the next SACK on (dynamic MPR on; checked by the caller). The
+    /// tracker keeps accepting its RTR window: packets the requester sent before it heard of a
+    /// shrink are still placed.
+    pub fn set_mpr(&mut self, psns: u32) {
+        if self.mpr_now.is_some() {
+            self.mpr_now = Some(psns);
         }
     }
 
@@ -469,7 +492,7 @@ impl Responder {
                 cack_psn: psn_of(self.rq_psn, cack),
                 cc_type: 0,
                 cc_flags: 0,
-                mpr: 0,
+                mpr: self.mpr_field(),
                 sack_offset: (base - cack) as i16,
                 sack_bitmap: bitmap,
             },

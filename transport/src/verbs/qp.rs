@@ -4,7 +4,9 @@
 //! RESET → INIT (EV profile, CC profile, transport mode) → RTR (the peer: NIC address and plan
 //! host, QPN, receive PSN, responder MPR and Write-with-Immediate limit) → RTS (send PSN,
 //! timeout, retry counts, requester MPR and Write-with-Immediate limit). Any state may go to
-//! ERROR or RESET.
+//! ERROR or RESET. Dynamic MPR (brief §3.5, capability DYNAMIC_MPR) is enabled per direction
+//! as the API does it: on the responder at RTR, on the requester at RTS; it takes effect only
+//! when both ends of the connection enable it.
 
 use core::fmt;
 use core::net::Ipv6Addr;
@@ -115,6 +117,11 @@ pub struct RtrAttr {
     pub mpr: u32,
     /// Responder bound on Write-with-Immediate messages awaiting completion.
     pub wimm_limit: u16,
+    /// Dynamic MPR (brief §3.5): every SACK advertises the responder's current MPR (set at
+    /// run time with `Endpoint::set_qp_mpr`, at most `mpr`; `mpr` itself until then) for a
+    /// requester that enabled it too. Needs `mpr` within 128..=32640 (the SETH field's 8 bits
+    /// of 128-PSN units). Off: SACKs carry MPR 0.
+    pub dynamic_mpr: bool,
 }
 
 impl RtrAttr {
@@ -126,6 +133,7 @@ impl RtrAttr {
             rq_psn,
             mpr: defaults::MPR,
             wimm_limit: defaults::WIMM_LIMIT,
+            dynamic_mpr: false,
         }
     }
 }
@@ -145,6 +153,10 @@ pub struct RtsAttr {
     pub mpr: u32,
     /// Requester bound on outstanding Write-with-Immediate messages.
     pub wimm_limit: u16,
+    /// Dynamic MPR (brief §3.5): the window follows the MPR the peer's SACKs advertise
+    /// (never above `mpr`), when the peer's responder enabled it too. Off: the advertisement
+    /// is ignored and `mpr` is the window.
+    pub dynamic_mpr: bool,
 }
 
 impl RtsAttr {
@@ -157,6 +169,7 @@ impl RtsAttr {
             retry_exp: defaults::RETRY_EXP,
             mpr: defaults::MPR,
             wimm_limit: defaults::WIMM_LIMIT,
+            dynamic_mpr: false,
         }
     }
 }

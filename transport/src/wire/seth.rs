@@ -29,6 +29,23 @@ pub const SETH_LEN: usize = 28;
 /// PSNs per unit of the MPR field (brief §2.9).
 pub const MPR_UNIT_PSNS: u32 = 128;
 
+/// The widest window the 8-bit MPR field can advertise: 255 units (brief §2.9, §3.5).
+pub const MAX_ADVERTISED_MPR: u32 = u8::MAX as u32 * MPR_UNIT_PSNS;
+
+/// The MPR field advertising a window of `psns` PSNs (dynamic MPR, brief §3.5): whole units,
+/// rounded down so the requester never sends beyond what the responder accepts, at least one
+/// (0 says dynamic MPR is off) and at most 255.
+pub const fn mpr_field(psns: u32) -> u8 {
+    let units = psns / MPR_UNIT_PSNS;
+    if units == 0 {
+        1
+    } else if units > u8::MAX as u32 {
+        u8::MAX
+    } else {
+        units as u8
+    }
+}
+
 /// The responder's multipath verdict on the reflected EV (the 2-bit `M` field, brief §2.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum MultipathVerdict {
@@ -206,7 +223,7 @@ impl SethRepr {
         let i = psn.wrapping_sub(self.bitmap_base()) & U24_MASK;
         i < 64 && self.sack_bitmap & (1 << i) != 0
     }
-    /// The MPR in PSNs.
+    /// The MPR in PSNs (0: dynamic MPR off).
     pub const fn mpr_psns(&self) -> u32 {
         self.mpr as u32 * MPR_UNIT_PSNS
     }
@@ -309,6 +326,47 @@ mod tests {
             r.to_string()
                 .starts_with("SETH cack 256 ack_psn 261 bitmap 0x8000000000000005@254")
         );
+    }
+
+    /// Dynamic MPR's advertisement (brief §3.5): units of 128 PSNs, rounded down, never 0
+    /// (that is "off"), at most 255; read back in PSNs; byte 17 of the header.
+    #[test]
+    fn mpr_field_rounds_down_in_128_psn_units() {
+        for (psns, field) in [
+            (128, 1),
+            (255, 1),
+            (256, 2),
+            (1000, 7),
+            (1024, 8),
+            (1088, 8),
+            (MAX_ADVERTISED_MPR, 255),
+            (MAX_ADVERTISED_MPR + 127, 255),
+            (1 << 16, 255),
+            (64, 1),
+            (0, 1),
+        ] {
+            assert_eq!(mpr_field(psns), field, "{psns} PSNs");
+        }
+        for psns in (0..=MAX_ADVERTISED_MPR).step_by(64) {
+            let back = u32::from(mpr_field(psns)) * MPR_UNIT_PSNS;
+            assert!(
+                back <= psns.max(MPR_UNIT_PSNS),
+                "{psns} PSNs advertised as {back}"
+            );
+            assert!(
+                back + MPR_UNIT_PSNS > psns,
+                "{psns} PSNs advertised as {back}"
+            );
+        }
+        let r = SethRepr {
+            mpr: mpr_field(3 * 128 + 5),
+            ..SethRepr::default()
+        };
+        assert_eq!(r.mpr_psns(), 384);
+        let mut out = [0u8; SETH_LEN];
+        r.emit(&mut SethPacket::new_unchecked(&mut out[..]));
+        assert_eq!(out[field::MPR], 3);
+        assert_eq!(SethRepr::default().mpr_psns(), 0, "0: dynamic MPR off");
     }
 
     #[test]

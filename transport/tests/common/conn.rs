@@ -27,6 +27,8 @@ pub struct Conn {
 pub struct ConnOpts {
     pub init: InitAttr,
     pub rtr_mpr: u32,
+    /// Applied to both sides' RTR attributes after `rtr_mpr`.
+    pub rtr: fn(RtrAttr) -> RtrAttr,
     pub rts: fn(RtsAttr) -> RtsAttr,
     pub cap: QpCap,
     pub cq_depth: u32,
@@ -37,6 +39,7 @@ impl Default for ConnOpts {
         Self {
             init: InitAttr::default(),
             rtr_mpr: 1024,
+            rtr: |a| a,
             rts: |a| a,
             cap: QpCap {
                 max_send_wr: 256,
@@ -78,6 +81,7 @@ pub fn connect(net: &mut Net, a: usize, b: usize, opts: ConnOpts) -> Conn {
         let peer_psn = if psn == 100 { 0xff_fff0 } else { 100 };
         let mut rtr = RtrAttr::new(remote, peer, peer_psn);
         rtr.mpr = opts.rtr_mpr;
+        let rtr = (opts.rtr)(rtr);
         net.ep(h).modify_qp(me, QpTransition::Rtr(rtr)).unwrap();
         let rts = (opts.rts)(RtsAttr::new(psn));
         net.ep(h).modify_qp(me, QpTransition::Rts(rts)).unwrap();

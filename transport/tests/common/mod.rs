@@ -133,21 +133,35 @@ pub struct FabricStats {
 }
 
 /// An endpoint that can also record what it sends (for tests that forge frames from real
-/// ones).
+/// ones), or everything it sends and receives in the order it happened.
 pub struct Tap {
     pub ep: Endpoint,
     capture: Option<Vec<Vec<u8>>>,
+    log: Option<Vec<Seen>>,
+}
+
+/// A frame a recording [`Tap`] saw, in order.
+#[derive(Debug, Clone)]
+pub enum Seen {
+    Received(Vec<u8>),
+    Sent(Vec<u8>),
 }
 
 impl Node for Tap {
     type Event = Event;
     fn handle_packet(&mut self, now: Instant, port: u8, frame: &[u8]) {
+        if let Some(l) = self.log.as_mut() {
+            l.push(Seen::Received(frame.to_vec()));
+        }
         self.ep.handle_packet(now, port, frame);
     }
     fn poll_transmit(&mut self, now: Instant, ready: PortMask, buf: &mut [u8]) -> Option<Transmit> {
         let t = self.ep.poll_transmit(now, ready, buf)?;
         if let Some(c) = self.capture.as_mut() {
             c.push(buf[..t.len].to_vec());
+        }
+        if let Some(l) = self.log.as_mut() {
+            l.push(Seen::Sent(buf[..t.len].to_vec()));
         }
         Some(t)
     }
@@ -254,7 +268,11 @@ impl NetBuilder {
             let mut cfg = EndpointConfig::new(seed, nic(host), ports, mode);
             (self.tweak)(&mut cfg);
             let ep = Endpoint::new(cfg).expect("valid config");
-            let tap = Tap { ep, capture: None };
+            let tap = Tap {
+                ep,
+                capture: None,
+                log: None,
+            };
             let spec = NodeSpec {
                 addr: Some(nic(host)),
                 // NIC ports as fast as the paths behind them, with deep rings: the fabric's
@@ -429,6 +447,16 @@ impl Net {
             .capture
             .take()
             .unwrap_or_default()
+    }
+
+    /// Start or stop recording, in order, what host `i` sends and receives.
+    pub fn record(&mut self, i: usize, on: bool) {
+        self.h.node_mut(NodeId(i)).log = on.then(Vec::new);
+    }
+
+    /// What host `i` sent and received while recording, in order.
+    pub fn recorded(&mut self, i: usize) -> Vec<Seen> {
+        self.h.node_mut(NodeId(i)).log.take().unwrap_or_default()
     }
 
     /// Asynchronous events host `i` reported since the last call.
