@@ -577,7 +577,7 @@ impl World {
     }
 
     fn run(&mut self, op: Op) {
-        self.now = self.now + Duration::from_nanos(100);
+        self.now += Duration::from_nanos(100);
         match op {
             Op::Deliver {
                 from,
@@ -663,7 +663,7 @@ impl World {
                 }
             }
             Op::Advance { us } => {
-                self.now = self.now + Duration::from_micros(u64::from(us));
+                self.now += Duration::from_micros(u64::from(us));
             }
             Op::Post {
                 from,

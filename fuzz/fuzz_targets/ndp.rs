@@ -205,7 +205,7 @@ fuzz_target!(|steps: Vec<Step>| {
     assert_eq!(n.poll_resolved(), None);
     let mut last = [None, Some(STATIC)];
     for step in steps.into_iter().take(64) {
-        now = now + Duration::from_millis(u64::from(step.advance_ms));
+        now += Duration::from_millis(u64::from(step.advance_ms));
         let frame = build(step.input);
         check_parse(&frame);
         let port = step.port % 3;
