@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run every cargo-fuzz target for a few seconds on stable Rust (-s none: no sanitizer needs
-# nightly), starting from the committed seed corpora. MRC_FUZZ_SECS sets seconds per target.
+# nightly), starting from the committed corpora. -a (--debug-assertions) turns on debug
+# assertions and overflow checks in the optimised build, so an overflow in a decoder or the
+# engine panics instead of wrapping. MRC_FUZZ_SECS sets seconds per target.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 secs=${MRC_FUZZ_SECS:-4}
@@ -10,6 +12,8 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 targets=$(cargo fuzz list)
 [ -n "$targets" ] || { echo "fuzz-smoke: no targets"; exit 1; }
+# One build of every target first (the runs below then only start them).
+cargo fuzz build -s none --release -a
 for t in $targets; do
   mkdir -p "corpus/$t"
   # Run on a scratch copy so the committed corpus only grows when someone means it to.
@@ -18,7 +22,7 @@ for t in $targets; do
   echo "fuzz-smoke: $t for ${secs}s"
   log="$work.log"
   status=0
-  cargo fuzz run -s none --release "$t" "$work" -- -max_total_time="$secs" -print_final_stats=1 >"$log" 2>&1 || status=$?
+  cargo fuzz run -s none --release -a "$t" "$work" -- -max_total_time="$secs" -print_final_stats=1 >"$log" 2>&1 || status=$?
   grep -E 'stat::number_of_executed_units|SUMMARY|panicked' "$log" || true
   [ "$status" -eq 0 ] || tail -40 "$log"
   rm -f "$log"

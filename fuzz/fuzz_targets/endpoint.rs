@@ -6,6 +6,10 @@
 //! port events; verbs calls (Writes with good and bad keys, receives, QP error, reset and
 //! reconnect).
 //!
+//! The input's first field picks the mode both hosts run (docs/security.md, "Fuzzing"): MRC
+//! over SRv6 paths, MRC in ECMP mode (hashed EVs, the remap detector armed with a small
+//! burst), or the RoCE-like baseline (one path, go-back-N, DCQCN).
+//!
 //! After every operation (docs/security.md, "Invariants"):
 //! - nothing panicked;
 //! - no byte outside a region the peer may write changed: every region sits between guard
@@ -14,8 +18,20 @@
 //!   one;
 //! - each host's `heap_bytes` stays at what it held once connected (no table grows with
 //!   traffic), and the frames it emits per input stay bounded;
-//! - every completion names a work request that was posted and not yet completed.
-use std::collections::{HashSet, VecDeque};
+//! - every completion names a work request that was posted and not yet completed, on the
+//!   host's QP and queue; send completions come in posting order (an unsignalled request
+//!   before a completed one completed silently: the QP's `messages_completed` counts it, and
+//!   the count must match the requests the harness retires that way);
+//! - once a QP is in ERROR, every request posted on it has completed (the one that failed
+//!   it with its error, the rest flushed) within the drain, and whatever completes later is
+//!   flushed; a QP fatal event names a real error; no completion is lost to a full CQ;
+//! - `EcmpRemap` events only in ECMP mode, for the host's QP, never more than its `remaps`.
+//!
+//! At the end the run settles: time passes from timer to timer (bounded), the frames either
+//! delivered or lost (the input says which), until every posted send request has completed —
+//! successfully or with an error — or the bound is hit, which is a failure: a request that
+//! neither completes nor fails is a hung application.
+use std::collections::VecDeque;
 use std::net::Ipv6Addr;
 use std::sync::{Arc, Mutex};
 
@@ -26,13 +42,17 @@ use arbitrary::Arbitrary;
 use forge::{Edit, forge, refresh_icrc};
 use libfuzzer_sys::fuzz_target;
 use mrc_srv6::wire::EthernetAddress;
+use mrc_transport::cc::{CcProfile, DcqcnConfig};
 use mrc_transport::ev::{PathSource, SrPath};
 use mrc_transport::verbs::{
-    Access, CqHandle, InitAttr, Memory, MrKeys, QpCap, QpInitAttr, QpTransition, Qpn, RecvWr,
-    RemoteNic, RtrAttr, RtsAttr, SendOpcode, SendWr, Sge, WorkCompletion,
+    Access, CqHandle, InitAttr, Memory, MrKeys, QpCap, QpInitAttr, QpState, QpTransition, Qpn,
+    RecvWr, RemoteNic, RtrAttr, RtsAttr, SendOpcode, SendWr, Sge, TransportMode, WcOpcode,
+    WcStatus, WorkCompletion,
 };
 use mrc_transport::wire::{Trimmed, WireConfig, trim_frame};
-use mrc_transport::{Duration, Endpoint, EndpointConfig, Instant, PathMode, PortConfig, PortMask};
+use mrc_transport::{
+    Duration, Endpoint, EndpointConfig, Event, Instant, PathMode, PortConfig, PortMask,
+};
 
 const PLANES: usize = 2;
 const LEN: usize = 4096;
@@ -44,6 +64,19 @@ const DST: u64 = 0x2000_0000;
 const IN_FLIGHT: usize = 256;
 /// Frames one drain may emit before the run counts as a runaway.
 const DRAIN_BOUND: usize = 4096;
+/// Timer expiries (or delivery rounds) the final settling may take.
+const SETTLE_BOUND: usize = 2048;
+
+/// What both hosts run.
+#[derive(Arbitrary, Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// MRC over SRv6 paths (two per plane, one through an SRH).
+    Mrc,
+    /// MRC in ECMP mode: EVs are hashed entropy, a burst of failing EVs is a remap (brief §8.2).
+    Ecmp,
+    /// The RoCE-like baseline: one path, go-back-N, DCQCN.
+    RoceLike,
+}
 
 /// Two paths per plane; path 1 continues in a one-segment SRH (RFC 8754) so SRH parsing is
 /// on the fuzzed path.
@@ -113,14 +146,25 @@ struct Host {
     /// The initial bytes of the regions nobody may change.
     frozen: Vec<Vec<u8>>,
     heap_bound: usize,
-    outstanding: HashSet<u64>,
+    /// Send requests posted and not known complete, in posting order: (wr_id, signalled).
+    sq: VecDeque<(u64, bool)>,
+    /// Receives posted and not completed.
+    rq: VecDeque<u64>,
+    /// Signalled successful send completions seen, and unsignalled requests retired as
+    /// completed silently: together they are the QP's `messages_completed`.
+    signalled_ok: u64,
+    silent_ok: u64,
+    /// The QP was in ERROR at the end of the last drain.
+    was_error: bool,
+    /// `EcmpRemap` events seen.
+    remaps: u64,
 }
 
 fn nic(h: usize) -> Ipv6Addr {
     Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, h as u16 + 1)
 }
 
-fn endpoint(h: usize) -> Endpoint {
+fn endpoint(h: usize, mode: Mode) -> Endpoint {
     let ports = (0..PLANES)
         .map(|p| {
             PortConfig::new(
@@ -129,18 +173,33 @@ fn endpoint(h: usize) -> Endpoint {
             )
         })
         .collect();
-    let mode = PathMode::Srv6 {
-        paths: Arc::new(TwoPaths),
-        host: h as u32,
+    let path_mode = match mode {
+        Mode::Mrc | Mode::RoceLike => PathMode::Srv6 {
+            paths: Arc::new(TwoPaths),
+            host: h as u32,
+        },
+        Mode::Ecmp => PathMode::Ecmp,
     };
-    let mut cfg = EndpointConfig::new(7 + h as u64, nic(h), ports, mode);
+    let mut cfg = EndpointConfig::new(7 + h as u64, nic(h), ports, path_mode);
     cfg.payload_mtu = 1024;
     cfg.limits.max_qps = 4;
     cfg.limits.max_events = 64;
     cfg.limits.max_control_backlog = 64;
-    cfg.ev_profiles[0].evs_per_plane = 2;
-    cfg.ev_profiles[0].active_per_plane = 1;
-    cfg.ev_profiles[0].floor_per_plane = 1;
+    let ev = &mut cfg.ev_profiles[0];
+    if mode == Mode::Ecmp {
+        // Hashed EVs: more of them, and a remap read from three failing within the window.
+        ev.evs_per_plane = 4;
+        ev.active_per_plane = 2;
+        ev.floor_per_plane = 1;
+        ev.remap_burst = 3;
+    } else {
+        ev.evs_per_plane = 2;
+        ev.active_per_plane = 1;
+        ev.floor_per_plane = 1;
+    }
+    // Profile 1: DCQCN, for the RoCE-like mode (as in transport/tests/roce_like.rs).
+    cfg.cc_profiles
+        .push(CcProfile::Dcqcn(DcqcnConfig::default()));
     Endpoint::new(cfg).expect("valid config")
 }
 
@@ -152,8 +211,8 @@ fn cap() -> QpCap {
     }
 }
 
-fn host(h: usize) -> Host {
-    let mut ep = endpoint(h);
+fn host(h: usize, mode: Mode) -> Host {
+    let mut ep = endpoint(h, mode);
     let pd = ep.alloc_pd().unwrap();
     let other_pd = ep.alloc_pd().unwrap();
     let cq = ep.create_cq(64).unwrap();
@@ -199,18 +258,30 @@ fn host(h: usize) -> Host {
         regions,
         frozen,
         heap_bound: 0,
-        outstanding: HashSet::new(),
+        sq: VecDeque::new(),
+        rq: VecDeque::new(),
+        signalled_ok: 0,
+        silent_ok: 0,
+        was_error: false,
+        remaps: 0,
     }
 }
 
 /// Move both QPs to RTS, connected to each other.
-fn connect(hosts: &mut [Host; 2]) {
+fn connect(hosts: &mut [Host; 2], mode: Mode) {
+    let init = match mode {
+        Mode::Mrc | Mode::Ecmp => InitAttr::default(),
+        Mode::RoceLike => InitAttr {
+            mode: TransportMode::RoceLike,
+            cc_profile: 1,
+            ev_profile: 0,
+        },
+    };
     for h in 0..2 {
         let peer = hosts[1 - h].qp;
         let ep = &mut hosts[h].ep;
         let qp = hosts[h].qp;
-        ep.modify_qp(qp, QpTransition::Init(InitAttr::default()))
-            .unwrap();
+        ep.modify_qp(qp, QpTransition::Init(init)).unwrap();
         let mut rtr = RtrAttr::new(
             RemoteNic {
                 addr: nic(1 - h),
@@ -229,6 +300,62 @@ fn connect(hosts: &mut [Host; 2]) {
         rts.retry_linear = 2;
         rts.retry_exp = 2;
         ep.modify_qp(qp, QpTransition::Rts(rts)).unwrap();
+    }
+}
+
+impl Host {
+    /// A completion polled from the host's CQ: it must name a request posted on its QP and
+    /// not completed yet, sends in posting order.
+    fn complete(&mut self, wc: &WorkCompletion) {
+        assert_eq!(wc.qpn, self.qp, "completion of another QP {wc:?}");
+        if self.was_error {
+            assert_eq!(
+                wc.status,
+                WcStatus::WrFlushError,
+                "a request completed on a QP in ERROR without being flushed {wc:?}"
+            );
+        }
+        match wc.opcode {
+            WcOpcode::RdmaWrite => {
+                let Some(at) = self.sq.iter().position(|&(id, _)| id == wc.wr_id) else {
+                    panic!("completion of an unknown or completed send {wc:?}");
+                };
+                // Sends complete in order: the ones before completed silently (successes of
+                // unsignalled requests).
+                for (id, signalled) in self.sq.drain(..at) {
+                    assert!(!signalled, "send {id} skipped: {wc:?} completed after it");
+                    self.silent_ok += 1;
+                }
+                self.sq.pop_front();
+                if wc.status == WcStatus::Success {
+                    self.signalled_ok += 1;
+                }
+            }
+            WcOpcode::RecvRdmaWithImm => {
+                let Some(at) = self.rq.iter().position(|&id| id == wc.wr_id) else {
+                    panic!("completion of an unknown or completed receive {wc:?}");
+                };
+                self.rq.remove(at);
+            }
+        }
+    }
+
+    /// Retire the unsignalled sends the QP says completed silently since the last drain:
+    /// they are the oldest outstanding, and none of them signalled.
+    fn reconcile(&mut self) {
+        let done = self.ep.qp_stats(self.qp).unwrap().messages_completed;
+        let seen = self.signalled_ok + self.silent_ok;
+        assert!(
+            done >= seen,
+            "{seen} successful sends seen, the QP counts {done}"
+        );
+        for _ in 0..done - seen {
+            let Some((id, signalled)) = self.sq.pop_front() else {
+                panic!("the QP counts {done} successful sends, only {seen} were outstanding");
+            };
+            assert!(!signalled, "send {id} succeeded without its completion");
+            self.silent_ok += 1;
+        }
     }
 }
 
@@ -294,7 +421,16 @@ enum Op {
     },
 }
 
+#[derive(Arbitrary, Debug)]
+struct Input {
+    mode: Mode,
+    /// Whether the final settling delivers the frames in flight (else they are lost).
+    deliver_when_settling: bool,
+    ops: Vec<Op>,
+}
+
 struct World {
+    mode: Mode,
     hosts: [Host; 2],
     now: Instant,
     /// Frames in flight from host i: (port, bytes).
@@ -306,11 +442,12 @@ struct World {
 }
 
 impl World {
-    fn new() -> Self {
-        let mut hosts = [host(0), host(1)];
-        connect(&mut hosts);
+    fn new(mode: Mode) -> Self {
+        let mut hosts = [host(0, mode), host(1, mode)];
+        connect(&mut hosts, mode);
         let buf = vec![0u8; hosts[0].ep.max_frame_len()];
         let mut w = Self {
+            mode,
             hosts,
             now: Instant::ZERO,
             flight: [VecDeque::new(), VecDeque::new()],
@@ -355,20 +492,58 @@ impl World {
                 }
                 self.flight[h].push_back((t.port, f));
             }
-            while self.hosts[h].ep.poll_event().is_some() {}
+            let mode = self.mode;
+            let host = &mut self.hosts[h];
+            while let Some(e) = host.ep.poll_event() {
+                match e {
+                    Event::EcmpRemap { qpn } => {
+                        assert_eq!(mode, Mode::Ecmp, "a remap outside ECMP mode");
+                        assert_eq!(qpn, host.qp, "a remap of another QP");
+                        host.remaps += 1;
+                    }
+                    Event::QpFatal { qpn, status } => {
+                        assert_eq!(qpn, host.qp);
+                        assert!(
+                            !matches!(status, WcStatus::Success | WcStatus::WrFlushError),
+                            "a fatal event without an error: {e:?}"
+                        );
+                    }
+                    Event::CqOverrun { .. } => panic!("host {h}: a completion was lost: {e:?}"),
+                    _ => {}
+                }
+            }
             let mut wcs = [WorkCompletion::EMPTY; 16];
             loop {
-                let host = &mut self.hosts[h];
                 let n = host.ep.poll_cq(host.cq, &mut wcs).unwrap();
                 for wc in &wcs[..n] {
-                    assert!(
-                        host.outstanding.remove(&wc.wr_id),
-                        "completion of an unknown or completed WR {wc:?}"
-                    );
+                    host.complete(wc);
                 }
                 if n < wcs.len() {
                     break;
                 }
+            }
+            host.reconcile();
+            let info = host.ep.query_qp(host.qp).unwrap();
+            let stats = host.ep.qp_stats(host.qp).unwrap();
+            assert!(
+                host.remaps <= stats.remaps,
+                "host {h}: {} remap events, {} remaps",
+                host.remaps,
+                stats.remaps
+            );
+            if mode != Mode::Ecmp {
+                assert_eq!(stats.remaps, 0, "host {h}: a remap outside ECMP mode");
+            }
+            host.was_error = info.state == QpState::Error;
+            if host.was_error {
+                // Failing a QP completes all its work (the culprit with its error, the rest
+                // flushed) at once (libibverbs; MRC brief §3.7).
+                assert!(
+                    host.sq.is_empty() && host.rq.is_empty(),
+                    "host {h}: QP in ERROR with requests not flushed: sends {:?}, receives {:?}",
+                    host.sq,
+                    host.rq
+                );
             }
             self.check(h);
         }
@@ -402,7 +577,7 @@ impl World {
     }
 
     fn run(&mut self, op: Op) {
-        self.now = self.now + Duration::from_nanos(100);
+        self.now += Duration::from_nanos(100);
         match op {
             Op::Deliver {
                 from,
@@ -488,7 +663,7 @@ impl World {
                 }
             }
             Op::Advance { us } => {
-                self.now = self.now + Duration::from_micros(u64::from(us));
+                self.now += Duration::from_micros(u64::from(us));
             }
             Op::Post {
                 from,
@@ -524,9 +699,9 @@ impl World {
                     signaled,
                 };
                 if host.ep.post_send(host.qp, &wr).is_ok() {
-                    // Unsignalled successes complete silently; errors and flushes still
-                    // complete, so every posted WR may show up once.
-                    host.outstanding.insert(wr_id);
+                    // Unsignalled successes complete silently (counted in the QP's
+                    // `messages_completed`); errors and flushes complete whatever the flag.
+                    host.sq.push_back((wr_id, signaled));
                 }
             }
             Op::PostRecv { host } => {
@@ -534,7 +709,7 @@ impl World {
                 let wr_id = self.next_wr;
                 self.next_wr += 1;
                 if host.ep.post_recv(host.qp, &RecvWr { wr_id }).is_ok() {
-                    host.outstanding.insert(wr_id);
+                    host.rq.push_back(wr_id);
                 }
             }
             Op::Error { host } => {
@@ -545,10 +720,13 @@ impl World {
                 self.drain_and_check();
                 for host in &mut self.hosts {
                     host.ep.modify_qp(host.qp, QpTransition::Reset).unwrap();
-                    // Completions queued before the reset stay in the CQ; they were drained.
-                    host.outstanding.clear();
+                    // RESET drops the queues without completions (libibverbs); completions
+                    // queued before it stay in the CQ, and were drained.
+                    host.sq.clear();
+                    host.rq.clear();
+                    host.was_error = false;
                 }
-                connect(&mut self.hosts);
+                connect(&mut self.hosts, self.mode);
                 self.flight = [VecDeque::new(), VecDeque::new()];
             }
             Op::Port { host, port, up } => {
@@ -568,24 +746,53 @@ impl World {
         }
         self.drain_and_check();
     }
+
+    /// Let time pass, timer to timer, until every posted send has completed (successfully
+    /// or not) and nothing is in flight: frames delivered in order or lost. Failing to get
+    /// there within the bound is a request that neither completes nor fails.
+    fn settle(&mut self, deliver: bool) {
+        for _ in 0..SETTLE_BOUND {
+            let idle = self.flight.iter().all(VecDeque::is_empty);
+            if idle && self.hosts.iter().all(|h| h.sq.is_empty()) {
+                return;
+            }
+            if deliver && !idle {
+                for from in 0..2 {
+                    while let Some((port, f)) = self.flight[from].pop_front() {
+                        self.deliver(1 - from, port, &f);
+                    }
+                }
+            } else {
+                self.flight = [VecDeque::new(), VecDeque::new()];
+                let Some(t) = self.hosts.iter().filter_map(|h| h.ep.poll_timeout()).min() else {
+                    break;
+                };
+                self.now = self.now.max(t);
+            }
+            for h in &mut self.hosts {
+                if h.ep.poll_timeout().is_some_and(|t| t <= self.now) {
+                    h.ep.handle_timeout(self.now);
+                }
+            }
+            self.drain_and_check();
+        }
+        for (h, host) in self.hosts.iter().enumerate() {
+            assert!(
+                host.sq.is_empty(),
+                "host {h}: sends neither completed nor failed once the run settled: {:?} \
+                 (QP {:?})",
+                host.sq,
+                host.ep.query_qp(host.qp).map(|i| i.state)
+            );
+        }
+    }
 }
 
-fuzz_target!(|ops: Vec<Op>| {
-    let mut w = World::new();
+fuzz_target!(|input: Input| {
+    let mut w = World::new(input.mode);
     w.drain_and_check();
-    for op in ops.into_iter().take(256) {
+    for op in input.ops.into_iter().take(256) {
         w.run(op);
     }
-    // Let every timer run out: retries end, the QPs settle, the invariants still hold.
-    for _ in 0..64 {
-        let Some(t) = w.hosts.iter().filter_map(|h| h.ep.poll_timeout()).min() else {
-            break;
-        };
-        w.now = w.now.max(t);
-        for h in &mut w.hosts {
-            h.ep.handle_timeout(w.now);
-        }
-        w.drain_and_check();
-        w.flight = [VecDeque::new(), VecDeque::new()];
-    }
+    w.settle(input.deliver_when_settling);
 });

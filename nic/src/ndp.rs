@@ -383,8 +383,10 @@ fn mac_of(raw: RawHardwareAddress) -> Option<EthernetAddress> {
 }
 
 /// Ethernet source, IPv6 header and the NDP message of a valid neighbour-discovery frame
-/// (hop limit 255, good checksum, code 0: RFC 4861 §7.1).
-fn parse(frame: &[u8]) -> Option<(EthernetAddress, Ipv6Repr, NdiscRepr<'_>)> {
+/// (hop limit 255, good checksum, code 0: RFC 4861 §7.1). Public only for the `ndp` fuzz
+/// target (`fuzz/`); not part of the crate's API.
+#[doc(hidden)]
+pub fn parse(frame: &[u8]) -> Option<(EthernetAddress, Ipv6Repr, NdiscRepr<'_>)> {
     let eth = EthernetFrame::new_checked(frame).ok()?;
     if eth.ethertype() != EthernetProtocol::Ipv6 {
         return None;
@@ -410,8 +412,10 @@ fn parse(frame: &[u8]) -> Option<(EthernetAddress, Ipv6Repr, NdiscRepr<'_>)> {
     }
 }
 
-/// Writes Ethernet | IPv6 (hop limit 255) | `repr` into `buf`; returns the frame length.
-fn emit(
+/// Writes Ethernet | IPv6 (hop limit 255) | `repr` into `buf` (at least 54 bytes plus the
+/// message's length); returns the frame length. Public only for the `ndp` fuzz target.
+#[doc(hidden)]
+pub fn emit(
     buf: &mut [u8],
     src_mac: EthernetAddress,
     dst_mac: EthernetAddress,

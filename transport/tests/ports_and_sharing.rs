@@ -5,7 +5,7 @@ mod common;
 
 use common::{ConnOpts, NetBuilder, PathSpec, connect, drain_cq, pattern, region};
 use mrc_transport::ev::EvState;
-use mrc_transport::verbs::{SendOpcode, SendWr, Sge, WcStatus};
+use mrc_transport::verbs::{RtsAttr, SendOpcode, SendWr, Sge, WcStatus};
 use mrc_transport::{Duration, Event, Instant};
 
 fn post_write(n: &mut common::Net, c: &common::Conn, src: u32, rkey: u32, len: u32, id: u64) {
@@ -42,6 +42,39 @@ fn ten_gig(planes: usize, seed: u64) -> common::Net {
         ..NetBuilder::default()
     }
     .build()
+}
+
+/// Work posted while every local port is down, ports that never come back: no packet leaves
+/// to start the retry clock, yet the budget runs and the work fails `RetryExceeded` (MRC brief
+/// §3.7) instead of staying posted for ever. Found by the endpoint fuzz target.
+#[test]
+fn work_posted_with_every_port_down_fails_once_the_retry_budget_is_spent() {
+    let mut n = ten_gig(2, 5);
+    let opts = ConnOpts {
+        rts: |a| RtsAttr {
+            timeout: 4,
+            retry_linear: 2,
+            retry_exp: 2,
+            ..a
+        },
+        ..ConnOpts::default()
+    };
+    let c = connect(&mut n, 0, 1, opts);
+    let s0 = region(&mut n, 0, c.pd_a, 0x10_0000, 4096, pattern(1));
+    let d1 = region(&mut n, 1, c.pd_b, 0x20_0000, 4096, |_| 0);
+    let now = n.now();
+    for port in 0..2 {
+        n.ep(0).handle_port_status(now, port, false);
+    }
+    post_write(&mut n, &c, s0.lkey, d1.rkey, 4096, 7);
+    let mut wcs = Vec::new();
+    n.run_until(Duration::from_secs(1), |n| {
+        wcs.extend(drain_cq(n, 0, c.cq_a));
+        !wcs.is_empty()
+    });
+    assert_eq!(wcs.len(), 1, "{wcs:?}");
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (7, WcStatus::RetryExceeded));
+    assert_eq!(n.ep(0).qp_stats(c.qp_a).unwrap().data_packets_sent, 0);
 }
 
 #[test]

@@ -37,13 +37,18 @@ pub enum Edit {
     FrameEntropy(u32),
 }
 
-/// Recompute the ICRC of an MRC frame after its bytes changed, if it still looks like one
-/// (SRv6 mode: the ICRC covers the inner IPv6 header on, past an optional SRH).
+/// Recompute the ICRC of an MRC frame after its bytes changed, if it still looks like one:
+/// in SRv6 mode it covers the inner IPv6 header on (past an optional SRH), in ECMP mode (UDP
+/// right behind the only IPv6 header) the IPv6 header on.
 pub fn refresh_icrc(f: &mut [u8]) {
     let mut from = 14 + 40;
-    if f.len() > 14 + 6 && f[14 + 6] == 43 {
-        let Some(&ext) = f.get(from + 1) else { return };
-        from += (usize::from(ext) + 1) * 8;
+    match f.get(14 + 6) {
+        Some(43) => {
+            let Some(&ext) = f.get(from + 1) else { return };
+            from += (usize::from(ext) + 1) * 8;
+        }
+        Some(41) => {}
+        _ => from = 14,
     }
     if f.len() < from + 4 {
         return;

@@ -262,7 +262,8 @@ impl Plan {
     pub fn from_toml(text: &str, path: &str) -> Result<Self, PlanError> {
         let src = Source { path, text };
         let raw: RawPlan = toml::from_str(text).map_err(|e| {
-            let message = e.message().trim().to_owned();
+            // One line: a value quoted in the message may span lines (a multi-line string).
+            let message = e.message().trim().replace('\r', "\\r").replace('\n', "\\n");
             // A missing key has the span of its whole table: no line or field of its own.
             if let Some(key) = message
                 .strip_prefix("missing field `")

@@ -332,6 +332,12 @@ fn errors_name_file_line_and_field() {
     let e = err(&with("host_usids", "\"somewhere\""));
     assert_eq!(e.line, Some(line_of("host_usids")));
     assert!(e.message.contains("downlink"), "{e}");
+    // A multi-line string quoted in the message stays on one line (found by `plan_toml`).
+    let e = err(&with("host_usids", "\"\"\"some\nwhere\"\"\""));
+    assert!(
+        !e.to_string().contains('\n') && e.message.contains("some\\nwhere"),
+        "{e}"
+    );
 
     let e = err(&with("t0_per_plane", "512").replace("hosts_per_t0 = 2", "hosts_per_t0 = 256"));
     assert_eq!(e.field.as_deref(), Some("host_usids"));

@@ -186,7 +186,9 @@ impl Qp {
                 ctx.complete(self.attr.send_cq, wc);
             }
         }
-        if req.flight.is_empty() {
+        // Nothing outstanding stops the retry clock; posted work not sent yet keeps it (from
+        // the last progress): if it never leaves, it ends in RetryExceeded (MRC brief §3.7).
+        if req.flight.is_empty() && self.sq.head() == self.sq.tail() {
             req.retry.disarm();
         }
     }

@@ -314,6 +314,9 @@ impl Qp {
         let signaled = wr.signaled || self.attr.sq_sig_all;
         self.sq
             .push(wr, len as u32, ctx.cfg.payload_mtu, signaled)?;
+        if ctx.ports_up == 0 {
+            self.arm_retry_while_stuck(ctx);
+        }
         Ok(())
     }
 
@@ -385,6 +388,22 @@ impl Qp {
                 .react(e, ctx.now, &mut self.rng, &mut self.stats, ctx.planes);
             let n = c.req.lose_on_plane(&c.paths.table, port);
             self.stats.retransmits.port_down += u64::from(n);
+        }
+        if ctx.ports_up == 0 && self.sq.head() < self.sq.tail() {
+            self.arm_retry_while_stuck(ctx);
+        }
+    }
+
+    /// Work is posted and no local port is up, so no packet leaves to start the retry clock:
+    /// start it now, so that ports that never come back end the work in RetryExceeded (MRC
+    /// brief §3.7) instead of leaving it posted for ever. A packet that leaves later keeps
+    /// this clock; progress refills it.
+    fn arm_retry_while_stuck(&mut self, ctx: &Ctx<'_>) {
+        if let Some(c) = self.conn.as_mut()
+            && c.req.retry.deadline().is_none()
+        {
+            c.req.retry.arm(ctx.now);
+            self.refresh_timers(ctx);
         }
     }
 

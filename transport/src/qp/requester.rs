@@ -263,6 +263,12 @@ impl Qp {
         };
         let req = &mut c.req;
         let Some(ev) = c.paths.select(planes, retx.map(|(_, e)| e.ev), rng) else {
+            // Work waits and no EV may carry it (every one assumed bad or denied, or no port
+            // up on either side): the retry budget runs as for a lost packet, so paths that
+            // never come back end the work in RetryExceeded (MRC brief §3.7) instead of
+            // leaving it posted for ever. A packet that leaves later keeps this clock.
+            req.retry.arm(now);
+            self.refresh_timers(ctx);
             return TxOutcome::Blocked;
         };
         let (seq, abs, pkt) = if let Some((seq, e)) = retx {
