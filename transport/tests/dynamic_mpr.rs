@@ -147,17 +147,23 @@ fn max_outstanding(s: &[Sent]) -> u64 {
     s.iter().map(Sent::outstanding).max().unwrap_or(0)
 }
 
+/// A recorded 4 MiB Write on `c` (its bytes checked) whose responder shrinks its MPR to 128
+/// once 3000 packets have arrived: what the requester sent and the SACKs it heard.
+fn write_with_a_shrink(n: &mut Net, c: &Conn, salt: u64) -> (Vec<Sent>, Vec<Heard>) {
+    n.record(0, true);
+    let job = start_write(n, c, LEN, None, salt);
+    run_until_received(n, c, 3000);
+    n.ep(1).set_qp_mpr(c.qp_b, SMALL).unwrap();
+    finish_write(n, c, job);
+    sends(&n.recorded(0))
+}
+
 #[test]
 fn a_responder_that_shrinks_its_mpr_mid_transfer_is_never_sent_a_psn_beyond_it() {
     let mut n = net();
     let c = connect_with(&mut n, true, true);
-    n.record(0, true);
-    let job = start_write(&mut n, &c, LEN, None, 1);
-    run_until_received(&mut n, &c, 3000);
     // The receiver runs short of tracker room: from its next SACK on it says 128 PSNs.
-    n.ep(1).set_qp_mpr(c.qp_b, SMALL).unwrap();
-    finish_write(&mut n, &c, job);
-    let (sent, sacks) = sends(&n.recorded(0));
+    let (sent, sacks) = write_with_a_shrink(&mut n, &c, 1);
 
     let shrink = sacks.iter().find(|h| h.field == 1).unwrap();
     assert!(
@@ -227,12 +233,7 @@ fn a_late_sack_from_before_the_shrink_does_not_widen_the_window_again() {
     }
     .build();
     let c = connect_with(&mut n, true, true);
-    n.record(0, true);
-    let job = start_write(&mut n, &c, LEN, None, 5);
-    run_until_received(&mut n, &c, 3000);
-    n.ep(1).set_qp_mpr(c.qp_b, SMALL).unwrap();
-    finish_write(&mut n, &c, job);
-    let (sent, sacks) = sends(&n.recorded(0));
+    let (sent, sacks) = write_with_a_shrink(&mut n, &c, 5);
 
     let shrink = sacks.iter().position(|h| h.field == 1).unwrap();
     let mut cack = 0;
@@ -314,12 +315,7 @@ fn a_requester_without_the_capability_keeps_the_static_mpr() {
     let mut n = net();
     // The responder advertises; the requester never enabled dynamic MPR.
     let c = connect_with(&mut n, true, false);
-    n.record(0, true);
-    let job = start_write(&mut n, &c, LEN, None, 3);
-    run_until_received(&mut n, &c, 3000);
-    n.ep(1).set_qp_mpr(c.qp_b, SMALL).unwrap();
-    finish_write(&mut n, &c, job);
-    let (sent, _) = sends(&n.recorded(0));
+    let (sent, _) = write_with_a_shrink(&mut n, &c, 3);
 
     let heard = sent.iter().position(|s| s.mpr == SMALL).unwrap();
     let beyond = sent[heard..]
