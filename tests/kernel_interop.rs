@@ -479,23 +479,7 @@ fn write_bw_through_kernel_srv6_fabric() {
     println!("{TEST}: write_bw {iters} x {size} B through the kernel fabric, every byte checked");
 }
 
-/// Waits until `node iface` forwarded `more` packets beyond `from`; the counters then.
-fn wait_forwarded(f: &Fabric, node: &str, iface: &str, from: &Counters, more: u64) -> Counters {
-    let until = Instant::now() + LIMIT;
-    loop {
-        let now = f.counters();
-        if delta(from, &now, node, iface, |c| c.forwarded) >= more {
-            return now;
-        }
-        assert!(
-            Instant::now() < until,
-            "{node} {iface} never forwarded {more} packets"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Waits until `node iface`'s counter `of` grew by `more` beyond `from`.
+/// Waits until `node iface`'s counter `of` grew by `more` beyond `from`; the counters then.
 fn wait_counter(
     f: &Fabric,
     node: &str,
@@ -503,9 +487,13 @@ fn wait_counter(
     from: &Counters,
     of: fn(&IfCounters) -> u64,
     more: u64,
-) {
+) -> Counters {
     let until = Instant::now() + LIMIT;
-    while delta(from, &f.counters(), node, iface, of) < more {
+    loop {
+        let now = f.counters();
+        if delta(from, &now, node, iface, of) >= more {
+            return now;
+        }
         assert!(
             Instant::now() < until,
             "{node} {iface}: the counter never grew by {more}"
@@ -570,7 +558,7 @@ fn a_spine_link_fails_mid_run_and_comes_back() {
     // Traffic flows through the spine, then its link from the client's T0 dies until the T0
     // has blackholed what the client sent that way and the client retired EVs of that plane
     // (its live metrics, read in its namespace).
-    let flowing = wait_forwarded(&f, &t1, &t1_down, &start, 1000);
+    let flowing = wait_counter(&f, &t1, &t1_down, &start, |c| c.forwarded, 1000);
     let client_ns = f.ns(&ends.client.to_string());
     let retired_before = wait_metric(&client_ns, "mrc_plane_ev_retired_total", "0", 0.0);
     f.script(&["linkdown", &t0, &up]);
@@ -581,12 +569,12 @@ fn a_spine_link_fails_mid_run_and_comes_back() {
         "0",
         retired_before + 1.0,
     );
-    wait_counter(&f, &t0, &down, &failed, |c: &IfCounters| c.no_route, 1);
+    wait_counter(&f, &t0, &down, &failed, |c| c.no_route, 1);
     let before_up = f.counters();
     f.script(&["linkup", &t0, &up]);
     // ... and carries traffic again: its EVs were probed back.
     let restored = f.counters();
-    wait_forwarded(&f, &t1, &t1_down, &restored, 1000);
+    wait_counter(&f, &t1, &t1_down, &restored, |c| c.forwarded, 1000);
     let (_, c) = client.finish(LIMIT, "client");
     let (_, sv) = server.finish(LIMIT, "server");
     let end = f.counters();
