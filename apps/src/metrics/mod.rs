@@ -10,9 +10,13 @@
 //! ([`server`]).
 
 pub mod counters;
+pub mod push;
 pub mod server;
+pub mod telemetry;
+pub mod textfile;
 
 use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::metrics::counter::Counter;
@@ -30,17 +34,32 @@ pub struct Exporter {
     last: Mutex<Option<Snapshot>>,
     /// Constant labels on every series (e.g. `test="write_bw"`).
     labels: Labels,
+    /// The rate gauges of the last sample ([`telemetry::RateRow`]).
+    rates: Mutex<Vec<telemetry::RateRow>>,
+    /// The counters advance in simulated time (the simulator backend).
+    simulated: bool,
 }
 
-fn counters(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Counter> {
+/// What every HELP text says in the simulator.
+const SIMULATED: &str = " (simulator: counters advance in simulated time)";
+
+fn counters(reg: &mut Registry, name: &str, text: &str) -> Family<Labels, Counter> {
     let f = Family::<Labels, Counter>::default();
-    reg.register(name, help, f.clone());
+    reg.register(name, text, f.clone());
     f
 }
 
-fn gauges(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
+fn gauges(reg: &mut Registry, name: &str, text: &str) -> Family<Labels, Gauge> {
     let f = Family::<Labels, Gauge>::default();
-    reg.register(name, help, f.clone());
+    reg.register(name, text, f.clone());
+    f
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+fn float_gauges(reg: &mut Registry, name: &str, text: &str) -> Family<Labels, FloatGauge> {
+    let f = Family::<Labels, FloatGauge>::default();
+    reg.register(name, text, f.clone());
     f
 }
 
@@ -65,7 +84,34 @@ impl Exporter {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            rates: Mutex::new(Vec::new()),
+            simulated: false,
         }
+    }
+
+    /// The same, for a simulated run: `mrc_virtual_time_seconds`, and every HELP text says
+    /// the counters advance in simulated time.
+    #[must_use]
+    pub fn simulated(mut self, yes: bool) -> Self {
+        self.simulated = yes;
+        self
+    }
+
+    /// Replace the counters and the rate gauges a scrape shows.
+    pub fn publish_with_rates(&self, snap: &Snapshot, rates: Vec<telemetry::RateRow>) {
+        self.publish(snap);
+        *self
+            .rates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = rates;
+    }
+
+    /// The rate gauges last published.
+    pub fn rates(&self) -> Vec<telemetry::RateRow> {
+        self.rates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Replace the counters a scrape shows.
@@ -91,9 +137,36 @@ impl Exporter {
                 .map(|(k, v)| (k.clone().into(), v.clone().into())),
         );
         fill(&mut reg, &snap);
+        fill_rates(&mut reg, &self.rates());
+        let at = float_gauges(
+            &mut reg,
+            "mrc_run_time_seconds",
+            "Time since the run started, seconds (virtual in the simulator)",
+        );
+        at.get_or_create(&Vec::new()).set(snap.at_ns as f64 / 1e9);
+        if self.simulated {
+            let v = float_gauges(
+                &mut reg,
+                "mrc_virtual_time_seconds",
+                "The simulated clock, seconds",
+            );
+            v.get_or_create(&Vec::new()).set(snap.at_ns as f64 / 1e9);
+        }
         let mut out = String::new();
         if prometheus_text::encode(&mut out, &reg).is_err() {
             out.clear();
+        }
+        if self.simulated {
+            out = out
+                .lines()
+                .map(|l| {
+                    if l.starts_with("# HELP ") {
+                        format!("{l}{SIMULATED}\n")
+                    } else {
+                        format!("{l}\n")
+                    }
+                })
+                .collect();
         }
         out
     }
@@ -388,12 +461,25 @@ fn fill(reg: &mut Registry, snap: &Snapshot) {
             drops.get_or_create(&lb).inc_by(v);
         }
     }
-    let at = gauges(
+}
+
+/// The rate gauges (`--sample-every`, docs/metrics.md "Resolution").
+fn fill_rates(reg: &mut Registry, rows: &[telemetry::RateRow]) {
+    let rate = float_gauges(
         reg,
-        "mrc_run_time_ns",
-        "Time since the run started, ns (virtual in the simulator)",
+        "mrc_port_rcv_data_rate_bytes_per_second",
+        "Payload placed on the plane per second over the last sample (--sample-every)",
     );
-    at.get_or_create(&Vec::new()).set(snap.at_ns as i64);
+    let peak = float_gauges(
+        reg,
+        "mrc_port_rcv_data_peak_rate_bytes_per_second",
+        "The highest sample rate of mrc_port_rcv_data_rate_bytes_per_second over the last second",
+    );
+    for &(host, plane, r, p) in rows {
+        let lb = l(&[("host", format!("h{host}")), ("plane", plane.to_string())]);
+        rate.get_or_create(&lb).set(r);
+        peak.get_or_create(&lb).set(p);
+    }
 }
 
 #[cfg(test)]
@@ -406,7 +492,7 @@ mod tests {
     fn renders_port_counters_with_labels() {
         let e = Exporter::new(&[("test", "write_bw")]);
         assert!(
-            e.render().contains("mrc_run_time_ns"),
+            e.render().contains("mrc_run_time_seconds{test=\"write_bw\"} 0.0"),
             "an empty snapshot still renders"
         );
         let planes = [PlaneStats {
@@ -494,8 +580,8 @@ mod tests {
 
     #[test]
     fn dashboard_and_docs_name_only_exported_metrics() {
-        let e = Exporter::new(&[]);
-        e.publish(&full());
+        let e = Exporter::new(&[]).simulated(true);
+        e.publish_with_rates(&full(), vec![(0, 0, 1.0, 2.0)]);
         let text = e.render();
         assert!(
             text.contains("mrc_ev_state{host=\"h0\",qp=\"0x4000\",ev=\"3\",plane=\"0\"} 2"),

@@ -112,7 +112,7 @@ mod tests {
         let srv = MetricsServer::start("127.0.0.1:0".parse().unwrap(), e).unwrap();
         let ok = get(srv.addr(), "/metrics");
         assert!(ok.starts_with("HTTP/1.0 200 OK"), "{ok}");
-        assert!(ok.contains("\nmrc_run_time_ns 0\n"), "{ok}");
+        assert!(ok.contains("\nmrc_run_time_seconds 0.0\n"), "{ok}");
         assert!(get(srv.addr(), "/").starts_with("HTTP/1.0 404"));
     }
 }

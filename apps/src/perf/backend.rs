@@ -13,8 +13,8 @@ use super::app::{AppParams, QpRecord};
 pub use super::check::{BUFFER_IOVA, CheckResult};
 use super::check::{CheckedMemory, Layout, SharedDest, lock_dest};
 use super::settings::{CcChoice, Settings, TestKind};
-use crate::metrics::Exporter;
 use crate::metrics::counters::Snapshot;
+use crate::metrics::telemetry::Telemetry;
 
 /// Facts about the fabric and clock, for the settings block and the JSON document.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -124,11 +124,59 @@ pub type WrapMemory = fn(Box<dyn Memory>) -> Box<dyn Memory>;
 pub struct Hooks {
     /// Print live per-plane bandwidth on stderr.
     pub live: bool,
-    /// Publish counters here.
-    pub metrics: Option<Arc<Exporter>>,
+    /// Hand every counter sample to the telemetry sinks (and the JSON sample series).
+    pub telemetry: Option<Arc<Telemetry>>,
     /// Interpose on each host's registered memory (tests: a fault between the engine and
     /// the memory, which `--check` must catch). Simulator backend only.
     pub memory: Option<WrapMemory>,
+}
+
+/// When a backend samples: every `tick` (the finer of the live lines' period and
+/// `--sample-every`), the live lines at their period, the telemetry at `--sample-every`
+/// (docs/metrics.md, "Resolution").
+#[derive(Debug, Clone, Copy)]
+pub struct Sampling {
+    /// How often the backend reads the counters.
+    pub tick: mrc_transport::Duration,
+    /// How often a live line prints.
+    pub live: mrc_transport::Duration,
+    /// How often the telemetry takes a sample.
+    pub telemetry: mrc_transport::Duration,
+    last_ns: Option<u64>,
+}
+
+impl Sampling {
+    /// From the backend's live period (`live`) and the settings: `--sample-every` sets the
+    /// telemetry's period (default: `live`); `--run_infinitely` keeps its one period.
+    pub fn new(s: &Settings, live: mrc_transport::Duration) -> Self {
+        let telemetry = if s.run_infinitely {
+            live
+        } else {
+            s.telemetry.sample_every.unwrap_or(live)
+        };
+        Self {
+            tick: telemetry.min(live),
+            live,
+            telemetry,
+            last_ns: None,
+        }
+    }
+
+    /// The live lines' minimum gap: the live period, less half a tick of jitter.
+    pub fn live_min_ns(&self) -> u64 {
+        self.live.0.saturating_sub(self.tick.0 / 2)
+    }
+
+    /// A telemetry sample is due at `now_ns` (then it is taken).
+    pub fn telemetry_due(&mut self, now_ns: u64) -> bool {
+        let due = self.last_ns.is_none_or(|l| {
+            now_ns < l || now_ns - l >= self.telemetry.0.saturating_sub(self.tick.0 / 2)
+        });
+        if due {
+            self.last_ns = Some(now_ns);
+        }
+        due
+    }
 }
 
 /// The messages completed in one reporting period (`--run_infinitely`).

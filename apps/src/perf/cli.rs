@@ -2,7 +2,6 @@
 //! (short flags exactly: `-s -a -n -D -q -b -t -r -Q -p`; its long flags with underscores),
 //! plus the MRC ones (`--planes`, `--evs`, `--plan`, `--cc`, faults, metrics, backends).
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -122,10 +121,9 @@ pub struct Args {
     /// Random loss: P[@TIME] on every link, or A:B=P[@TIME] on one.
     #[arg(long)]
     pub loss: Vec<String>,
-    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464, localhost:0) during
-    /// the run.
-    #[arg(long)]
-    pub metrics: Option<String>,
+    /// --metrics, --push, --metrics-textfile, --sample-every ... (docs/metrics.md).
+    #[command(flatten)]
+    pub telemetry: crate::metrics::telemetry::TelemetryArgs,
     /// Fill the source buffers with patterns and verify the destinations at the end.
     #[arg(long)]
     pub check: bool,
@@ -203,16 +201,6 @@ fn live_floor(b: BackendKind) -> Duration {
     }
 }
 
-/// `--metrics HOST:PORT`: a socket address or a name to resolve (`localhost:0`).
-fn resolve_metrics(a: &str) -> anyhow::Result<SocketAddr> {
-    use std::net::ToSocketAddrs as _;
-    let mut addrs = a.to_socket_addrs().map_err(|e| {
-        anyhow::anyhow!("--metrics {a}: not an address ({e}): give HOST:PORT, e.g. 127.0.0.1:9464")
-    })?;
-    addrs
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("--metrics {a}: resolves to no address"))
-}
 mod perftest;
 
 /// Sizes of `-a`: 2 .. 2^23.
@@ -340,7 +328,11 @@ impl Args {
                 "--backend dpdk needs its ports: --eal \"... --vdev=NAME,... or -a PCI ...\", one port per plane"
             );
         }
-        let metrics = self.metrics.as_deref().map(resolve_metrics).transpose()?;
+        let telemetry = self.telemetry.config(
+            "mrc-perf",
+            &crate::metrics::telemetry::hostname(),
+            backend == BackendKind::Sim,
+        )?;
         let live_every = if self.no_live {
             None
         } else {
@@ -407,7 +399,7 @@ impl Args {
             plan: self.plan.clone(),
             cc,
             faults: faults_given,
-            metrics,
+            telemetry,
             check: self.check,
             live_every,
             eal: self.eal.clone(),

@@ -9,6 +9,7 @@ use super::backend::{CheckResult, FabricInfo};
 use super::measure::Row;
 use super::settings::Settings;
 use crate::metrics::counters::Snapshot;
+use crate::metrics::telemetry::Sample;
 
 fn on_off(b: bool) -> &'static str {
     if b { "ON" } else { "OFF" }
@@ -58,6 +59,7 @@ pub fn document(
     snap: &Snapshot,
     check: Option<&CheckResult>,
     error: Option<&str>,
+    samples: &(Vec<Sample>, u64),
 ) -> Value {
     let planes = snap.planes();
     let changes = snap.ev_changes_per_plane(planes.len());
@@ -140,5 +142,8 @@ pub fn document(
         "evs": evs,
         "check": check,
         "error": error,
+        // docs/metrics.md, "Resolution": the counter samples, at most MAX_SAMPLES.
+        "samples": samples.0,
+        "samples_dropped": samples.1,
     })
 }

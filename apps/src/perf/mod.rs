@@ -31,9 +31,8 @@ pub mod sim_backend;
 
 use std::sync::Arc;
 
-use crate::metrics::Exporter;
 use crate::metrics::counters::Snapshot;
-use crate::metrics::server::MetricsServer;
+use crate::metrics::telemetry::Telemetry;
 use crate::{out, outln};
 use backend::{CheckResult, FabricInfo, Hooks, SizeOutcome};
 use dpdk_backend::DpdkBackend;
@@ -99,20 +98,16 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         BackendKind::Dpdk => Backend::Dpdk(Box::new(DpdkBackend::new(s)?)),
     };
     let info: FabricInfo = backend.info().clone();
-    let exporter = s
-        .metrics
-        .map(|_| Arc::new(Exporter::new(&[("test", s.test.name())])));
-    let _server = match (s.metrics, &exporter) {
-        (Some(addr), Some(e)) => {
-            let srv = MetricsServer::start(addr, e.clone()).map_err(|err| {
-                crate::usage!(
-                    "--metrics {addr}: cannot listen ({err}): give a free address, or port 0"
-                )
-            })?;
-            eprintln!("metrics: http://{}/metrics", srv.addr());
-            Some(srv)
-        }
-        _ => None,
+    let json = s.out_json || s.out_json_file.is_some();
+    // The sinks, and the JSON sample series: sampled when any is asked for.
+    let telemetry = if s.telemetry.any_sink() || s.telemetry.sample_every.is_some() || json {
+        Some(Arc::new(Telemetry::start(
+            &s.telemetry,
+            // `host` is a per-series label already (both ends run here in sim and mem).
+            &[("test", s.test.name())],
+        )?))
+    } else {
+        None
     };
     out!("{}", report::header(s, &info));
     if !report::quiet(s) {
@@ -120,7 +115,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     }
     let hooks = Hooks {
         live: s.live_every.is_some() && !s.run_infinitely,
-        metrics: exporter.clone(),
+        telemetry: telemetry.clone(),
         memory: None,
     };
     let mut out = RunOutcome {
@@ -135,8 +130,8 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         outln!("{}", report::row_text(s, &row));
         out.rows.push(row);
         out.counters.add(&o.counters);
-        if let Some(e) = &exporter {
-            e.publish(&out.counters);
+        if let Some(t) = &telemetry {
+            t.publish(&out.counters);
         }
         if let Some(c) = &o.check {
             out.check.get_or_insert_default().add(c);
@@ -158,7 +153,12 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         }
         outln!("{}", report::RULE);
     }
-    if s.out_json || s.out_json_file.is_some() {
+    if let Some(t) = &telemetry {
+        // Failures are on stderr already; a telemetry failure does not fail the run.
+        let _ = t.finish(&out.counters);
+    }
+    if json {
+        let samples = telemetry.as_ref().map(|t| t.samples()).unwrap_or_default();
         let doc = json::document(
             s,
             &info,
@@ -166,6 +166,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
             &out.counters,
             out.check.as_ref(),
             out.error.as_deref(),
+            &samples,
         );
         let text = serde_json::to_string_pretty(&doc)?;
         if let Some(path) = &s.out_json_file {

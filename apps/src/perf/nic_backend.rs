@@ -16,7 +16,7 @@ use mrc_transport::verbs::{
 use mrc_transport::{Duration, EndpointConfig, PathMode, PortConfig};
 
 use super::app::{PerfApp, SharedApp, lock};
-use super::backend::{BUFFER_IOVA, Hooks, apply_profiles, host_memory, layout};
+use super::backend::{BUFFER_IOVA, Hooks, Sampling, apply_profiles, host_memory, layout};
 use super::check::SharedDest;
 use super::live::Live;
 use super::report::Periods;
@@ -183,18 +183,23 @@ pub fn drive(
         (_, _, Some(d)) if d.0 > 0 => d,
         _ => Duration::from_millis(200),
     };
-    let mut live = Live::new(planes, period.0 / 2);
+    let mut sampling = Sampling::new(s, period);
+    let mut live = Live::new(planes, sampling.live_min_ns());
     let mut periods = Periods::default();
     while threads.iter().any(|d| !d.is_finished()) {
-        std::thread::sleep(StdDuration::from_nanos(period.0).min(StdDuration::from_millis(50)));
+        std::thread::sleep(
+            StdDuration::from_nanos(sampling.tick.0).min(StdDuration::from_millis(50)),
+        );
         let now = start.elapsed();
-        if hooks.live || hooks.metrics.is_some() {
+        if hooks.live || hooks.telemetry.is_some() {
             let snap = snapshot(now)?;
             if hooks.live {
                 live.print(&snap);
             }
-            if let Some(m) = &hooks.metrics {
-                m.publish(&snap);
+            if let Some(t) = &hooks.telemetry
+                && sampling.telemetry_due(snap.at_ns)
+            {
+                t.sample(&snap);
             }
         }
         if s.run_infinitely {

@@ -2,7 +2,6 @@
 //! [`Settings`], and every backend, application and report reads only this.
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use mrc_transport::Duration;
@@ -263,8 +262,9 @@ pub struct Settings {
     pub cc: CcChoice,
     /// Simulated faults (`--fail-link`, `--flap-link`, `--loss`).
     pub faults: Vec<FaultSpec>,
-    /// Prometheus endpoint (`--metrics`).
-    pub metrics: Option<SocketAddr>,
+    /// The telemetry sinks and sampling (`--metrics`, `--push`, `--metrics-textfile`,
+    /// `--sample-every`).
+    pub telemetry: crate::metrics::telemetry::TelemetryConfig,
     /// Fill patterns and verify the bytes at the end (`--check`).
     pub check: bool,
     /// Live per-plane bandwidth on stderr every this long (`None`: off; zero: automatic).

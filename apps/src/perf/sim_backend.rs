@@ -14,8 +14,8 @@ use mrc_transport::{Duration, Instant};
 
 use super::app::{PerfApp, QpWiring, lock};
 use super::backend::{
-    Addresses, BUFFER_IOVA, FabricInfo, Hooks, QpAddress, SizeOutcome, WrapMemory, app_params,
-    finish_checks, host_memory, layout, profiles, roles,
+    Addresses, BUFFER_IOVA, FabricInfo, Hooks, QpAddress, Sampling, SizeOutcome, WrapMemory,
+    app_params, finish_checks, host_memory, layout, profiles, roles,
 };
 use super::check::SharedDest;
 use super::live::Live;
@@ -187,8 +187,9 @@ impl SimBackend {
                 _ => Duration((expected / 10).max(1_000)),
             }
         };
-        if hooks.live || hooks.metrics.is_some() || s.run_infinitely {
-            cfg.sample_every = Some(period);
+        let mut sampling = Sampling::new(s, period);
+        if hooks.live || hooks.telemetry.is_some() || s.run_infinitely {
+            cfg.sample_every = Some(sampling.tick);
         }
         let mut sim = Sim::new(self.plan.clone(), cfg)?;
         let (c, v) = (self.client, self.server);
@@ -232,15 +233,17 @@ impl SimBackend {
             conns.iter().map(|x| x.a.qpn).collect(),
             conns.iter().map(|x| x.b.qpn).collect(),
         ];
-        let mut live = Live::new(self.plan.planes(), period.0 / 2);
+        let mut live = Live::new(self.plan.planes(), sampling.live_min_ns());
         let mut periods = Periods::default();
         let mut observer = |sim: &Sim| {
             let snap = snapshot(sim, &hosts, &qpns);
             if hooks.live {
                 live.print(&snap);
             }
-            if let Some(m) = &hooks.metrics {
-                m.publish(&snap);
+            if let Some(t) = &hooks.telemetry
+                && sampling.telemetry_due(snap.at_ns)
+            {
+                t.sample(&snap);
             }
             if s.run_infinitely {
                 periods.report(s, size, &apps, sim.now().as_nanos(), snap.delivered_bytes());

@@ -1,0 +1,384 @@
+//! mrc-perf's telemetry sinks against the real components (docs/metrics.md "Push",
+//! "node_exporter textfile", "Resolution"): Debian's `prometheus-pushgateway` and `promtool`,
+//! started on 127.0.0.1 on free ports with a temporary directory, killed and removed after.
+
+use std::io::Read as _;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const GATEWAY: &str = "/usr/bin/prometheus-pushgateway";
+const PROMTOOL: &str = "/usr/bin/promtool";
+
+/// A temporary directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("mrc-telemetry-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Self(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A Pushgateway on a free port; killed when dropped.
+struct Gateway {
+    child: Child,
+    port: u16,
+    _dir: TempDir,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Gateway {
+    fn start(tag: &str) -> Option<Self> {
+        if !Path::new(GATEWAY).exists() {
+            mrc_tests::skip(
+                tag,
+                "needs prometheus-pushgateway (apt install prometheus-pushgateway)",
+            );
+            return None;
+        }
+        let dir = TempDir::new(tag);
+        let port = free_port();
+        let child = Command::new(GATEWAY)
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg(format!(
+                "--persistence.file={}",
+                dir.0.join("persist").display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the pushgateway starts");
+        let g = Self {
+            child,
+            port,
+            _dir: dir,
+        };
+        let t0 = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "the gateway never listened"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(g)
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The gateway's own `GET /metrics`.
+    fn metrics(&self) -> String {
+        use std::io::Write as _;
+        let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(c, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut s = String::new();
+        c.read_to_string(&mut s).unwrap();
+        assert!(
+            s.starts_with("HTTP/1.0 200") || s.starts_with("HTTP/1.1 200"),
+            "{s}"
+        );
+        s
+    }
+}
+
+fn perf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mrc-perf"))
+        .args(args)
+        .output()
+        .expect("mrc-perf runs")
+}
+
+/// The values of every series of `name` whose labels contain every one of `labels`.
+fn values(text: &str, name: &str, labels: &[&str]) -> Vec<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .filter(|l| labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect()
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Payload placed per plane, as the run's JSON says.
+fn delivered(doc: &serde_json::Value) -> Vec<f64> {
+    doc["planes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rx_bytes"].as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_gateway_holds_the_final_counters_and_push_delete_removes_them() {
+    let Some(gw) = Gateway::start("perf_telemetry push") else {
+        return;
+    };
+    let dir = TempDir::new("push");
+    let out = dir.0.join("o.json");
+    let url = gw.url();
+    let o = perf(&[
+        "write_bw",
+        "-n",
+        "400",
+        "--push",
+        &url,
+        "--push-every",
+        "10ms",
+        "--push-instance",
+        "tel-1",
+        "--no-live",
+        "--out_json_file",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = delivered(&json(&out));
+    assert!(want.iter().all(|&b| b > 0.0), "{want:?}");
+    let text = gw.metrics();
+    // Per plane, summed over the hosts: what the JSON says each plane delivered.
+    for (plane, w) in want.iter().enumerate() {
+        let got: f64 = values(
+            &text,
+            "mrc_port_rcv_data_bytes_total",
+            &[
+                "job=\"mrc-perf\"",
+                "instance=\"tel-1\"",
+                "test=\"write_bw\"",
+                &format!("plane=\"{plane}\""),
+            ],
+        )
+        .iter()
+        .sum();
+        assert_eq!(got, *w, "plane {plane} in\n{text}");
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("push_time_seconds{") && l.contains("instance=\"tel-1\"")),
+        "{text}"
+    );
+
+    // --push-delete: the group is gone after the run.
+    let o = perf(&[
+        "write_bw",
+        "-n",
+        "100",
+        "--push",
+        &url,
+        "--push-instance",
+        "tel-2",
+        "--push-delete",
+        "--no-live",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = gw.metrics();
+    assert!(!text.contains("instance=\"tel-2\""), "{text}");
+    assert!(text.contains("instance=\"tel-1\""), "the other group stays");
+}
+
+#[test]
+fn a_gateway_that_is_down_does_not_fail_the_run() {
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let o = perf(&[
+        "write_bw",
+        "-n",
+        "2000",
+        "--push",
+        &url,
+        "--push-every",
+        "10ms",
+        "--no-live",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let failed: Vec<&str> = err.lines().filter(|l| l.contains("push to")).collect();
+    assert!(
+        !failed.is_empty() && failed.iter().all(|l| l.contains("failed")),
+        "{err}"
+    );
+    // One line per kind of failure during the run, and the final push's own line.
+    assert!(failed.len() <= 2, "{err}");
+}
+
+#[test]
+fn the_textfile_is_whole_at_every_read_and_promtool_accepts_it() {
+    let dir = TempDir::new("textfile");
+    let file = dir.0.join("mrc.prom");
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (file, stop) = (file.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(t) = std::fs::read_to_string(&file) {
+                    reads += 1;
+                    assert!(t.ends_with('\n'), "a partial file:\n{t}");
+                    for fam in [
+                        "mrc_port_rcv_data_bytes_total{",
+                        "mrc_port_rcv_data_rate_bytes_per_second{",
+                        "mrc_port_rcv_data_peak_rate_bytes_per_second{",
+                        "mrc_qp_xmit_data_bytes_total{",
+                        "mrc_ev_state{",
+                        "mrc_run_time_seconds{",
+                    ] {
+                        assert!(t.contains(fam), "{fam} missing from a read:\n{t}");
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            reads
+        })
+    };
+    let o = perf(&[
+        "write_bw",
+        "--backend",
+        "mem",
+        "-D",
+        "2",
+        "--no-live",
+        "--sample-every",
+        "20ms",
+        "--metrics-textfile",
+        dir.0.to_str().unwrap(),
+    ]);
+    stop.store(true, Ordering::Relaxed);
+    let reads = reader.join().expect("every read parsed");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(reads > 10, "the reader saw the file {reads} times");
+    let left: Vec<_> = std::fs::read_dir(&dir.0).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "no temporary file stays: {left:?}");
+    if !Path::new(PROMTOOL).exists() {
+        mrc_tests::skip(
+            "perf_telemetry promtool",
+            "needs promtool (apt install prometheus)",
+        );
+        return;
+    }
+    let check = Command::new(PROMTOOL)
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&file).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success() && check.stdout.is_empty() && check.stderr.is_empty(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+/// The gaps between the JSON samples' `t_s`, seconds.
+fn gaps(doc: &serde_json::Value) -> Vec<f64> {
+    let t: Vec<f64> = doc["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["t_s"].as_f64().unwrap())
+        .collect();
+    t.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+#[test]
+fn samples_follow_sample_every_in_real_and_simulated_time() {
+    let dir = TempDir::new("resolution");
+    let out = dir.0.join("mem.json");
+    let o = perf(&[
+        "write_bw",
+        "--backend",
+        "mem",
+        "-D",
+        "0.3",
+        "--no-live",
+        "--sample-every",
+        "1ms",
+        "--out_json_file",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc = json(&out);
+    let g = gaps(&doc);
+    assert!(g.len() > 100, "{} samples in 0.3 s", g.len() + 1);
+    let mut sorted = g.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    assert!((0.0009..0.003).contains(&median), "median gap {median} s");
+    let planes = doc["samples"][0]["planes"].as_array().unwrap();
+    assert!(!planes.is_empty() && planes[0]["gbps"].is_number());
+
+    let out = dir.0.join("sim.json");
+    let o = perf(&[
+        "write_bw",
+        "-n",
+        "300",
+        "--no-live",
+        "--sample-every",
+        "10us",
+        "--metrics-textfile",
+        dir.0.to_str().unwrap(),
+        "--out_json_file",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let g = gaps(&json(&out));
+    assert!(g.len() > 10, "{g:?}");
+    // Every sample but the last (the end of the run) is 10 us of virtual time on.
+    for d in &g[..g.len() - 1] {
+        assert!((d - 10e-6).abs() < 1e-9, "{g:?}");
+    }
+    let text = std::fs::read_to_string(dir.0.join("mrc.prom")).unwrap();
+    let v = values(&text, "mrc_virtual_time_seconds", &[]);
+    assert!(v.len() == 1 && v[0] > 0.0, "{text}");
+    assert!(
+        text.lines()
+            .filter(|l| l.starts_with("# HELP "))
+            .all(|l| l.contains("simulated time")),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_telemetry_flags_are_one_line_and_exit_2() {
+    for args in [
+        &["--push", "ftp://x"][..],
+        &["--metrics-textfile", "/nonexistent"],
+        &["--sample-every", "0"],
+        &["--backend", "mem", "--sample-every", "10us"],
+        &["--push", "http://127.0.0.1:9091", "--push-every", "banana"],
+    ] {
+        let o = perf(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
