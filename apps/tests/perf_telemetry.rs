@@ -327,11 +327,13 @@ fn samples_follow_sample_every_in_real_and_simulated_time() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let doc = json(&out);
     let g = gaps(&doc);
-    assert!(g.len() > 100, "{} samples in 0.3 s", g.len() + 1);
+    // 300 at 1 ms; fewer when the machine is loaded (the sampling thread sleeps), but far
+    // more than the default period's (200 ms) two.
+    assert!(g.len() > 30, "{} samples in 0.3 s", g.len() + 1);
     let mut sorted = g.clone();
     sorted.sort_by(f64::total_cmp);
     let median = sorted[sorted.len() / 2];
-    assert!((0.0009..0.003).contains(&median), "median gap {median} s");
+    assert!((0.0009..0.005).contains(&median), "median gap {median} s");
     let planes = doc["samples"][0]["planes"].as_array().unwrap();
     assert!(!planes.is_empty() && planes[0]["gbps"].is_number());
 

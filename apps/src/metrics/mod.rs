@@ -492,7 +492,8 @@ mod tests {
     fn renders_port_counters_with_labels() {
         let e = Exporter::new(&[("test", "write_bw")]);
         assert!(
-            e.render().contains("mrc_run_time_seconds{test=\"write_bw\"} 0.0"),
+            e.render()
+                .contains("mrc_run_time_seconds{test=\"write_bw\"} 0.0"),
             "an empty snapshot still renders"
         );
         let planes = [PlaneStats {

@@ -7,6 +7,7 @@
 //! not flood a benchmark's stderr, nor stop it.
 
 use std::collections::HashSet;
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -67,7 +68,7 @@ fn escape(s: &str) -> String {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
             out.push(char::from(b));
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            let _ = write!(out, "%{b:02X}");
         }
     }
     out

@@ -9,7 +9,7 @@
 //! fails during the run (the gateway down, the directory gone) is one stderr line per kind of
 //! failure; the run goes on.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -215,13 +215,20 @@ const PEAK_WINDOW_NS: u64 = 1_000_000_000;
 
 /// The rate gauges' state: the last sample's counters, and per (host, plane) the rates of
 /// the last second.
+/// One (host, plane)'s rate state.
+#[derive(Debug, Default)]
+struct PlaneRate {
+    /// Bytes placed at the last sample.
+    last: u64,
+    /// (sample time, rate) over the last second.
+    window: VecDeque<(u64, f64)>,
+}
+
 #[derive(Debug, Default)]
 struct Rates {
     last_ns: u64,
-    /// (host, plane) -> bytes placed at the last sample.
-    last: Vec<((u32, u8), u64)>,
-    /// (host, plane) -> (sample time, rate) over the last second.
-    window: Vec<((u32, u8), VecDeque<(u64, f64)>)>,
+    /// Per (host, plane).
+    planes: BTreeMap<(u32, u8), PlaneRate>,
     /// Per plane, all hosts, at the last sample (the JSON series).
     last_plane: Vec<u64>,
 }
@@ -233,44 +240,31 @@ impl Rates {
     /// Take a sample; the rows for the gauges, and the JSON sample.
     fn update(&mut self, snap: &Snapshot) -> (Vec<RateRow>, Option<Sample>) {
         // A new message size restarts the clock and the counters: start over.
-        let restart = snap.at_ns < self.last_ns;
-        if restart {
+        if snap.at_ns < self.last_ns {
             *self = Self::default();
         }
         let dt = snap.at_ns - self.last_ns;
         let mut rows = Vec::new();
         for h in &snap.hosts {
             for p in &h.planes {
-                let key = (h.host, p.plane);
-                let prev = self.last.iter_mut().find(|(k, _)| *k == key);
-                let rate = match &prev {
-                    Some((_, b)) if dt > 0 => {
-                        p.rx_bytes.saturating_sub(*b) as f64 * 1e9 / dt as f64
-                    }
-                    None if dt > 0 => p.rx_bytes as f64 * 1e9 / dt as f64,
-                    _ => 0.0,
+                let r = self.planes.entry((h.host, p.plane)).or_default();
+                let rate = if dt > 0 {
+                    p.rx_bytes.saturating_sub(r.last) as f64 * 1e9 / dt as f64
+                } else {
+                    0.0
                 };
-                match prev {
-                    Some((_, b)) => *b = p.rx_bytes,
-                    None => self.last.push((key, p.rx_bytes)),
-                }
-                let w = match self.window.iter().position(|(k, _)| *k == key) {
-                    Some(i) => &mut self.window[i].1,
-                    None => {
-                        self.window.push((key, VecDeque::new()));
-                        &mut self.window.last_mut().expect("just pushed").1
-                    }
-                };
+                r.last = p.rx_bytes;
                 if dt > 0 {
-                    w.push_back((snap.at_ns, rate));
+                    r.window.push_back((snap.at_ns, rate));
                 }
-                while w
+                while r
+                    .window
                     .front()
                     .is_some_and(|&(t, _)| t + PEAK_WINDOW_NS < snap.at_ns)
                 {
-                    w.pop_front();
+                    r.window.pop_front();
                 }
-                let peak = w.iter().map(|&(_, r)| r).fold(0.0, f64::max);
+                let peak = r.window.iter().map(|&(_, x)| x).fold(0.0, f64::max);
                 rows.push((h.host, p.plane, rate, peak));
             }
         }
