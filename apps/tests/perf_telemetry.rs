@@ -110,11 +110,41 @@ impl Gateway {
     }
 }
 
+/// Run mrc-perf to its end (killed, and the test failed, after a minute).
 fn perf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mrc-perf"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mrc-perf"))
         .args(args)
-        .output()
-        .expect("mrc-perf runs")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mrc-perf runs");
+    // Drain both pipes so a full one never blocks the run.
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_mins(1) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("mrc-perf {args:?} ran over a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
 }
 
 /// The values of every series of `name` whose labels contain every one of `labels`.

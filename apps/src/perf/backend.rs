@@ -153,7 +153,10 @@ impl Sampling {
             live
         } else {
             s.telemetry.sample_every.unwrap_or(live)
-        };
+        }
+        // The command line refuses less than 1 us; never a zero period (a sampling loop
+        // that would not advance).
+        .max(mrc_transport::Duration::from_micros(1));
         Self {
             tick: telemetry.min(live),
             live,
