@@ -89,6 +89,14 @@ pub struct Args {
     /// Write the results as JSON to this file.
     #[arg(short = 'J', long = "output_file")]
     pub json: Option<String>,
+    /// Serve Prometheus metrics on this address (HOST:PORT; port 0 picks one, printed on
+    /// stderr): every rank's engine counters and the table's lines (docs/metrics.md).
+    #[arg(long)]
+    pub metrics: Option<String>,
+    /// With --metrics: keep the endpoint up this long after the last line (e.g. 5s), so a
+    /// scraper catches the final values.
+    #[arg(long = "metrics-linger")]
+    pub metrics_linger: Option<String>,
 
     /// sim (simulated hosts), mem (threads over in-memory links) or dpdk (processes).
     #[arg(long, default_value = "sim")]

@@ -8,6 +8,8 @@
 //!      ranks mpirun put in the environment) ─► mrc_coll::backend::dpdk::run_rank ─► rank 0 prints
 //! ```
 
+use crate::metrics::coll::{CollTelemetry, lines as coll_lines};
+use super::timed_ops;
 use std::net::{SocketAddr, ToSocketAddrs as _};
 use std::time::Duration as StdDuration;
 
@@ -136,7 +138,11 @@ fn bootstrap(
 
 /// One rank of `--backend dpdk`; rank 0 prints nccl-tests' table for all. Every refusal
 /// comes before the ranks meet.
-pub fn run_dpdk(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
+pub fn run_dpdk(
+    args: &Args,
+    opts: &BenchOpts,
+    tele: Option<&CollTelemetry>,
+) -> anyhow::Result<Outcome> {
     let (eal, switch) = fabric(args)?;
     let (rank, n, mpirun) = ranks(args)?;
     let rows = setup::rows(opts, n)?;
@@ -157,7 +163,7 @@ pub fn run_dpdk(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
             .collect();
         crate::out!("{}", preamble(opts, &devices));
         outln!("# Bootstrap: {how}");
-        printer = Some(Printer::new(&rows));
+        printer = Some(Printer::new(&rows).with_metrics(tele, opts));
     }
     let ropts = DpdkRankOpts {
         eal: eal_args(&eal, rank),
@@ -177,6 +183,11 @@ pub fn run_dpdk(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
         }
     };
     let lines = fold_all(&rows, &run.reports, opts.average);
+    if let Some(t) = tele {
+        // Every rank serves the table (its own endpoint); the lead's printer does it too.
+        t.exporter
+            .publish_coll(coll_lines(&rows, &lines, timed_ops(opts)));
+    }
     let out = match printer {
         Some(mut p) => {
             for (i, l) in lines.into_iter().enumerate() {

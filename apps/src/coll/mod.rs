@@ -30,6 +30,9 @@ use mrc_srv6::plan::{LinkTier, Plan};
 use mrc_transport::Duration;
 
 use crate::faults::{FaultSpec, describe, schedule};
+use crate::metrics::coll::{CollTelemetry, lines as coll_lines};
+use crate::metrics::counters::Snapshot;
+use crate::perf::nic_backend::host_counters;
 use crate::{out, outln, usage};
 use cli::Args;
 use setup::{Backend, JsonFile};
@@ -50,11 +53,42 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         return dpdk::run_switch(args);
     }
     let opts = args.bench()?;
-    match Backend::of(args)? {
-        Backend::Sim => run_sim(args, &opts),
-        Backend::Mem => run_mem(args, &opts),
-        Backend::Dpdk => dpdk::run_dpdk(args, &opts),
+    let backend = Backend::of(args)?;
+    let tele = telemetry(args, opts.coll.name())?;
+    let out = match backend {
+        Backend::Sim => run_sim(args, &opts, tele.as_ref()),
+        Backend::Mem => run_mem(args, &opts, tele.as_ref()),
+        Backend::Dpdk => dpdk::run_dpdk(args, &opts, tele.as_ref()),
+    };
+    if let Some(t) = tele {
+        t.finish();
     }
+    out
+}
+
+/// The one place mrc-coll's exporter is built: `--metrics ADDR` and `--metrics-linger T`.
+fn telemetry(args: &Args, test: &str) -> anyhow::Result<Option<CollTelemetry>> {
+    let linger = match (&args.metrics, &args.metrics_linger) {
+        (None, Some(t)) => {
+            crate::bail_usage!("--metrics-linger {t}: give --metrics ADDR too, or leave it out")
+        }
+        (_, None) => std::time::Duration::ZERO,
+        (_, Some(t)) => {
+            let d = crate::units::parse_duration(t, 1e9)
+                .map_err(|e| usage!("--metrics-linger {t}: {e}: give a duration such as 5s"))?;
+            std::time::Duration::from_nanos(d.0)
+        }
+    };
+    let Some(a) = &args.metrics else {
+        return Ok(None);
+    };
+    let addr = crate::perf::cli::resolve_metrics(a).map_err(|e| usage!("{e}"))?;
+    CollTelemetry::start(addr, linger, test).map(Some)
+}
+
+/// Operations each rank times per line (`-n` iterations of `-m` operations).
+pub fn timed_ops(opts: &BenchOpts) -> u64 {
+    u64::from(opts.iters.max(1)) * u64::from(opts.agg_iters.max(1))
 }
 
 impl Outcome {
@@ -107,6 +141,8 @@ pub fn preamble(opts: &BenchOpts, devices: &[String]) -> String {
 pub struct Printer<'a> {
     rows: &'a [Row],
     lines: Vec<[Option<LineResult>; 2]>,
+    /// `--metrics`: the exporter the lines go to, and the operations timed per line.
+    metrics: Option<(std::sync::Arc<crate::metrics::Exporter>, u64)>,
 }
 
 impl<'a> Printer<'a> {
@@ -115,12 +151,22 @@ impl<'a> Printer<'a> {
         Self {
             rows,
             lines: vec![[None, None]; rows.len()],
+            metrics: None,
         }
+    }
+
+    /// Publish every line printed to `tele`'s exporter too.
+    pub fn with_metrics(mut self, tele: Option<&CollTelemetry>, opts: &BenchOpts) -> Self {
+        self.metrics = tele.map(|t| (t.exporter.clone(), timed_ops(opts)));
+        self
     }
 
     pub fn line(&mut self, i: usize, l: [Option<LineResult>; 2]) {
         self.lines[i] = l;
         outln!("{}", bench::line(&self.rows[i].spec, l));
+        if let Some((e, ops)) = &self.metrics {
+            e.publish_coll(coll_lines(self.rows, &self.lines, *ops));
+        }
     }
 
     pub fn finish(self, json: Option<JsonFile>) -> anyhow::Result<Outcome> {
@@ -195,7 +241,11 @@ fn sim_faults(
     Ok(())
 }
 
-fn run_sim(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
+fn run_sim(
+    args: &Args,
+    opts: &BenchOpts,
+    tele: Option<&CollTelemetry>,
+) -> anyhow::Result<Outcome> {
     let faults = args.faults()?;
     let plan = load_plan(args)?;
     let ranks = setup::sim_ranks(args, &plan)?;
@@ -222,7 +272,7 @@ fn run_sim(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
         })
         .collect();
     out!("{}", preamble(opts, &devices));
-    let mut printer = Printer::new(&rows);
+    let mut printer = Printer::new(&rows).with_metrics(tele, opts);
     let run = backend.run(&rows, &program_opts(opts, true), &mut |i, l| {
         printer.line(i, l);
     });
@@ -289,7 +339,11 @@ fn run_sim(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
     })
 }
 
-fn run_mem(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
+fn run_mem(
+    args: &Args,
+    opts: &BenchOpts,
+    tele: Option<&CollTelemetry>,
+) -> anyhow::Result<Outcome> {
     let ranks = setup::mem_ranks(args)?;
     let planes = setup::planes(args)?;
     let rows = setup::rows(opts, ranks)?;
@@ -300,9 +354,39 @@ fn run_mem(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
         .map(|r| format!("thread {r} device {r:>2} [MRC NIC thread, {planes} in-memory planes]"))
         .collect();
     out!("{}", preamble(opts, &devices));
-    let mut printer = Printer::new(&rows);
+    let mut printer = Printer::new(&rows).with_metrics(tele, opts);
+    // --metrics: every rank's engine counters and the lines measured so far, while it runs.
+    let start = std::time::Instant::now();
+    let mut watch = |p: &mem::Progress<'_>| {
+        if let Some(t) = tele {
+            let hosts = p
+                .nics
+                .iter()
+                .enumerate()
+                .filter_map(|(r, (h, q))| host_counters(r as u32, h, planes as u8, q).ok())
+                .collect();
+            t.exporter.publish(&Snapshot {
+                at_ns: start.elapsed().as_nanos() as u64,
+                hosts,
+            });
+            let lines = mrc_coll::backend::fold_all(&rows, &p.reports, opts.average);
+            t.exporter
+                .publish_coll(coll_lines(&rows, &lines, timed_ops(opts)));
+        }
+    };
+    let every = if tele.is_some() {
+        std::time::Duration::from_millis(100)
+    } else {
+        std::time::Duration::MAX
+    };
     let reports = backend
-        .run(&rows, &program_opts(opts, false), args.window)
+        .run_watched(
+            &rows,
+            &program_opts(opts, false),
+            args.window,
+            every,
+            &mut watch,
+        )
         .context("--backend mem");
     let reports = match reports {
         Ok(r) => r,

@@ -204,7 +204,7 @@ fn live_floor(b: BackendKind) -> Duration {
 }
 
 /// `--metrics HOST:PORT`: a socket address or a name to resolve (`localhost:0`).
-fn resolve_metrics(a: &str) -> anyhow::Result<SocketAddr> {
+pub fn resolve_metrics(a: &str) -> anyhow::Result<SocketAddr> {
     use std::net::ToSocketAddrs as _;
     let mut addrs = a.to_socket_addrs().map_err(|e| {
         anyhow::anyhow!("--metrics {a}: not an address ({e}): give HOST:PORT, e.g. 127.0.0.1:9464")

@@ -375,7 +375,13 @@ fn snapshot(sim: &Sim, hosts: &[u32; 2], qpns: &[Vec<Qpn>; 2]) -> Snapshot {
                     .iter()
                     .map(|&q| (q, ep.qp_stats(q).unwrap_or_default(), ep.ev_stats(q)))
                     .collect();
-                HostCounters::new(h, &ps, &qs, ep.stats())
+                let mut hc = HostCounters::new(h, &ps, &qs, ep.stats());
+                for &q in qpns {
+                    if let Ok(info) = ep.query_qp(q) {
+                        hc.set_qp_state(q, info.state);
+                    }
+                }
+                hc
             })
             .collect(),
     }
