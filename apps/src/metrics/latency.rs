@@ -34,7 +34,12 @@ impl Default for Latency {
 
 impl Latency {
     /// Observe one-way latencies (seconds) measured by `host`.
+    /// A host without samples (the ponging side) gets no series.
     pub fn observe(&self, host: &str, seconds: impl IntoIterator<Item = f64>) {
+        let mut seconds = seconds.into_iter().peekable();
+        if seconds.peek().is_none() {
+            return;
+        }
         let h = self
             .family
             .get_or_create(&vec![("host".to_owned(), host.to_owned())])

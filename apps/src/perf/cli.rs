@@ -126,6 +126,9 @@ pub struct Args {
     /// the run.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// With --metrics: keep the endpoint up this long after the last size (e.g. 5s).
+    #[arg(long = "metrics-linger")]
+    pub metrics_linger: Option<String>,
     /// Fill the source buffers with patterns and verify the destinations at the end.
     #[arg(long)]
     pub check: bool,
@@ -341,6 +344,13 @@ impl Args {
             );
         }
         let metrics = self.metrics.as_deref().map(resolve_metrics).transpose()?;
+        let metrics_linger = match (&self.metrics, &self.metrics_linger) {
+            (_, None) => None,
+            (None, Some(t)) => anyhow::bail!("--metrics-linger {t}: give --metrics ADDR too"),
+            (Some(_), Some(t)) => Some(parse_duration(t, 1e9).map_err(|e| {
+                anyhow::anyhow!("--metrics-linger {t}: {e}: give a duration such as 5s")
+            })?),
+        };
         let live_every = if self.no_live {
             None
         } else {
@@ -408,6 +418,7 @@ impl Args {
             cc,
             faults: faults_given,
             metrics,
+            metrics_linger,
             check: self.check,
             live_every,
             eal: self.eal.clone(),

@@ -194,5 +194,8 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
             outln!("{text}");
         }
     }
+    if let (Some(_), Some(d)) = (&_server, s.metrics_linger) {
+        std::thread::sleep(std::time::Duration::from_nanos(d.0));
+    }
     Ok(out)
 }

@@ -265,6 +265,8 @@ pub struct Settings {
     pub faults: Vec<FaultSpec>,
     /// Prometheus endpoint (`--metrics`).
     pub metrics: Option<SocketAddr>,
+    /// `--metrics-linger`: how long the endpoint stays up after the last size.
+    pub metrics_linger: Option<Duration>,
     /// Fill patterns and verify the bytes at the end (`--check`).
     pub check: bool,
     /// Live per-plane bandwidth on stderr every this long (`None`: off; zero: automatic).
