@@ -209,7 +209,10 @@ fn write_lat_histogram_counts_every_sample() {
         .filter(|l| l.starts_with("mrc_write_latency_seconds_bucket{"))
         .map(|l| {
             let le = l.split("le=\"").nth(1).unwrap().split('"').next().unwrap();
-            (le.to_owned(), l.rsplit(' ').next().unwrap().parse().unwrap())
+            (
+                le.to_owned(),
+                l.rsplit(' ').next().unwrap().parse().unwrap(),
+            )
         })
         .collect();
     let les: Vec<&str> = buckets.iter().map(|(le, _)| le.as_str()).collect();
@@ -218,11 +221,54 @@ fn write_lat_histogram_counts_every_sample() {
     let bounds: Vec<f64> = les[..13].iter().map(|l| l.parse().unwrap()).collect();
     assert_eq!(
         bounds,
-        [1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2]
+        [
+            1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2
+        ]
     );
     assert!(
         buckets.windows(2).all(|w| w[0].1 <= w[1].1),
         "cumulative: {buckets:?}"
     );
     assert_eq!(buckets[13].1, count);
+}
+
+#[test]
+fn bad_metrics_flags_are_one_line_and_exit_2() {
+    for (bin, args, names) in [
+        (
+            env!("CARGO_BIN_EXE_mrc-coll"),
+            &["all_reduce", "--backend", "mem", "--metrics", "nowhere"][..],
+            "--metrics nowhere",
+        ),
+        (
+            env!("CARGO_BIN_EXE_mrc-coll"),
+            &["all_reduce", "--backend", "mem", "--metrics-linger", "5s"],
+            "--metrics-linger 5s",
+        ),
+        (
+            env!("CARGO_BIN_EXE_mrc-coll"),
+            &[
+                "all_reduce",
+                "--backend",
+                "mem",
+                "--metrics",
+                "127.0.0.1:0",
+                "--metrics-linger",
+                "soon",
+            ],
+            "--metrics-linger soon",
+        ),
+        (
+            env!("CARGO_BIN_EXE_mrc-perf"),
+            &["write_lat", "--metrics-linger", "5s"],
+            "--metrics-linger 5s",
+        ),
+    ] {
+        let out = Command::new(bin).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(names), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing printed before");
+    }
 }

@@ -8,8 +8,8 @@
 //!      ranks mpirun put in the environment) ─► mrc_coll::backend::dpdk::run_rank ─► rank 0 prints
 //! ```
 
-use crate::metrics::coll::{CollTelemetry, lines as coll_lines};
 use super::timed_ops;
+use crate::metrics::coll::{CollTelemetry, lines as coll_lines};
 use std::net::{SocketAddr, ToSocketAddrs as _};
 use std::time::Duration as StdDuration;
 

@@ -241,11 +241,7 @@ fn sim_faults(
     Ok(())
 }
 
-fn run_sim(
-    args: &Args,
-    opts: &BenchOpts,
-    tele: Option<&CollTelemetry>,
-) -> anyhow::Result<Outcome> {
+fn run_sim(args: &Args, opts: &BenchOpts, tele: Option<&CollTelemetry>) -> anyhow::Result<Outcome> {
     let faults = args.faults()?;
     let plan = load_plan(args)?;
     let ranks = setup::sim_ranks(args, &plan)?;
@@ -339,11 +335,7 @@ fn run_sim(
     })
 }
 
-fn run_mem(
-    args: &Args,
-    opts: &BenchOpts,
-    tele: Option<&CollTelemetry>,
-) -> anyhow::Result<Outcome> {
+fn run_mem(args: &Args, opts: &BenchOpts, tele: Option<&CollTelemetry>) -> anyhow::Result<Outcome> {
     let ranks = setup::mem_ranks(args)?;
     let planes = setup::planes(args)?;
     let rows = setup::rows(opts, ranks)?;

@@ -195,14 +195,18 @@ mod tests {
         let find = |name: &str, place: &str| {
             text.lines()
                 .find(|l| {
-                    l.starts_with(&format!("{name}{{"))
-                        && l.contains(&format!("place=\"{place}\""))
+                    l.starts_with(&format!("{name}{{")) && l.contains(&format!("place=\"{place}\""))
                 })
                 .unwrap_or_else(|| panic!("{name} {place}: {text}"))
                 .to_owned()
         };
         let val = |name: &str, place: &str| -> f64 {
-            find(name, place).rsplit(' ').next().unwrap().parse().unwrap()
+            find(name, place)
+                .rsplit(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
         };
         let out = find("mrc_coll_busbw_bytes_per_second", "out");
         for lb in [

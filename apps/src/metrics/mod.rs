@@ -518,8 +518,8 @@ mod tests {
                 .unwrap()
         };
         // 1.5 us lands in le=2e-6, not le=1e-6 (which holds the 1 us sample: le is <=).
-        assert_eq!(bucket("1e-6"), 1, "{text}");
-        assert_eq!(bucket("2e-6"), 2, "{text}");
+        assert_eq!(bucket("1e-06"), 1, "{text}");
+        assert_eq!(bucket("2e-06"), 2, "{text}");
         assert_eq!(bucket("0.002"), 2, "{text}");
         assert_eq!(bucket("0.005"), 3, "{text}");
         assert_eq!(bucket("0.01"), 3, "{text}");
@@ -586,12 +586,11 @@ mod tests {
             "{text}"
         );
         let exported = |name: &str| {
-            text.lines()
-                .any(|l| {
-                    ["{", " ", "_bucket{"]
-                        .iter()
-                        .any(|t| l.starts_with(&format!("{name}{t}")))
-                })
+            text.lines().any(|l| {
+                ["{", " ", "_bucket{"]
+                    .iter()
+                    .any(|t| l.starts_with(&format!("{name}{t}")))
+            })
         };
         for doc in [
             include_str!("../../../dashboards/grafana-mrc.json"),

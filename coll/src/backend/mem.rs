@@ -110,10 +110,8 @@ impl MemBackend {
         }
         let infos: Vec<RankInfo> = ranks.iter().map(RankNic::info).collect();
         let mut threads = Vec::new();
-        let watched: Vec<(NicHandle, Vec<Qpn>)> = ranks
-            .iter()
-            .map(|r| (r.handle.clone(), r.qpns()))
-            .collect();
+        let watched: Vec<(NicHandle, Vec<Qpn>)> =
+            ranks.iter().map(|r| (r.handle.clone(), r.qpns())).collect();
         let mut handles: Vec<ReportHandle> = Vec::new();
         for rank in ranks {
             let r = rank.rank;
@@ -139,7 +137,11 @@ impl MemBackend {
             nics: &watched,
             reports: handles
                 .iter()
-                .map(|h| h.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
+                .map(|h| {
+                    h.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone()
+                })
                 .collect(),
             finished,
         };
