@@ -80,7 +80,7 @@ fn run_until(bin: &str, args: &[&str], done: &str) -> (Running, String, String) 
         let _ = tx.send(out);
     });
     let out = rx
-        .recv_timeout(Duration::from_secs(300))
+        .recv_timeout(Duration::from_mins(5))
         .expect("the run prints its last line");
     (run, addr, out)
 }

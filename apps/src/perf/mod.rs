@@ -116,7 +116,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     let exporter = s
         .metrics
         .map(|_| Arc::new(Exporter::new(&[("test", s.test.name())])));
-    let _server = match (s.metrics, &exporter) {
+    let server = match (s.metrics, &exporter) {
         (Some(addr), Some(e)) => {
             let srv = MetricsServer::start(addr, e.clone()).map_err(|err| {
                 crate::usage!(
@@ -194,7 +194,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
             outln!("{text}");
         }
     }
-    if let (Some(_), Some(d)) = (&_server, s.metrics_linger) {
+    if let (Some(_), Some(d)) = (&server, s.metrics_linger) {
         std::thread::sleep(std::time::Duration::from_nanos(d.0));
     }
     Ok(out)
