@@ -87,12 +87,21 @@ fn run_until(bin: &str, args: &[&str], done: &str) -> (Running, String, String) 
 
 #[test]
 fn coll_exports_every_rank_and_the_table() {
+    coll_exports("mem");
+}
+
+#[test]
+fn coll_sim_exports_every_rank_and_the_table() {
+    coll_exports("sim");
+}
+
+fn coll_exports(backend: &str) {
     let (_run, addr, out) = run_until(
         env!("CARGO_BIN_EXE_mrc-coll"),
         &[
             "all_reduce",
             "--backend",
-            "mem",
+            backend,
             "--ranks",
             "3",
             "-b",

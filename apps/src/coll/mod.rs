@@ -269,9 +269,32 @@ fn run_sim(args: &Args, opts: &BenchOpts, tele: Option<&CollTelemetry>) -> anyho
         .collect();
     out!("{}", preamble(opts, &devices));
     let mut printer = Printer::new(&rows).with_metrics(tele, opts);
-    let run = backend.run(&rows, &program_opts(opts, true), &mut |i, l| {
-        printer.line(i, l);
-    });
+    // --metrics: every rank's engine counters (host = the plan's host), at most every 100 ms
+    // of wall time and at the end.
+    let mut published: Option<std::time::Instant> = None;
+    let mut watch =
+        |sim: &mrc_sim::Sim, hosts: &[u32], qpns: &[Vec<mrc_transport::verbs::Qpn>], last: bool| {
+            if let Some(t) = tele
+                && (last
+                    || published
+                        .is_none_or(|p| p.elapsed() >= std::time::Duration::from_millis(100)))
+            {
+                let mut snap = crate::perf::sim_backend::snapshot(sim, hosts, qpns);
+                for (r, h) in snap.hosts.iter_mut().enumerate() {
+                    h.relabel(r as u32);
+                }
+                t.exporter.publish(&snap);
+                published = Some(std::time::Instant::now());
+            }
+        };
+    let run = backend.run_watched(
+        &rows,
+        &program_opts(opts, true),
+        &mut |i, l| {
+            printer.line(i, l);
+        },
+        &mut watch,
+    );
     let run = match run {
         Ok(r) => r,
         Err(SimBackendError::Stopped) => {

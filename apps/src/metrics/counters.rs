@@ -241,6 +241,13 @@ impl HostCounters {
         }
     }
 
+    /// Label every row `host` (mrc-coll: the rank, not the simulated host).
+    pub fn relabel(&mut self, host: u32) {
+        self.host = host;
+        self.qps.iter_mut().for_each(|q| q.host = host);
+        self.evs.iter_mut().for_each(|e| e.host = host);
+    }
+
     /// Record a QP's state (query_qp).
     pub fn set_qp_state(&mut self, qpn: Qpn, state: QpState) {
         if let Some(q) = self.qps.iter_mut().find(|q| q.qpn == qpn.0) {

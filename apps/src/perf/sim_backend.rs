@@ -359,7 +359,8 @@ fn expected_ns(s: &Settings, plan: &Plan, size: u64) -> u64 {
     }
 }
 
-fn snapshot(sim: &Sim, hosts: &[u32; 2], qpns: &[Vec<Qpn>; 2]) -> Snapshot {
+/// Every host's counters (`hosts[i]` with its QPs `qpns[i]`), at the simulator's clock.
+pub fn snapshot(sim: &Sim, hosts: &[u32], qpns: &[Vec<Qpn>]) -> Snapshot {
     let planes = sim.plan().planes();
     Snapshot {
         at_ns: sim.now().as_nanos(),
