@@ -133,7 +133,7 @@ impl SimBackend {
         rows: &[Row],
         popts: &ProgramOpts,
         on_line: &mut dyn FnMut(usize, [Option<LineResult>; 2]),
-        watch: &mut dyn FnMut(&Sim, &[u32], &[Vec<Qpn>], bool),
+        watch: &mut SimWatch<'_>,
     ) -> Result<SimRun, SimBackendError> {
         let n = self.ranks;
         let racks = usize::from(self.plan.t0_per_plane());
@@ -304,6 +304,9 @@ impl SimBackend {
         })
     }
 }
+
+/// What [`SimBackend::run_watched`] calls: `(sim, hosts, qpns, last)`.
+pub type SimWatch<'a> = dyn FnMut(&Sim, &[u32], &[Vec<Qpn>], bool) + 'a;
 
 /// The reports reduced to row `row` (for folding one line).
 fn trim(reports: &[RankReport], row: usize) -> Vec<RankReport> {
