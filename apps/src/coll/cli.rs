@@ -89,6 +89,10 @@ pub struct Args {
     /// Write the results as JSON to this file.
     #[arg(short = 'J', long = "output_file")]
     pub json: Option<String>,
+    /// --metrics, --push, --metrics-textfile, --sample-every ...: every rank's engine
+    /// counters and the table's lines (docs/metrics.md).
+    #[command(flatten)]
+    pub telemetry: crate::metrics::telemetry::TelemetryArgs,
 
     /// sim (simulated hosts), mem (threads over in-memory links) or dpdk (processes).
     #[arg(long, default_value = "sim")]

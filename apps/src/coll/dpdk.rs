@@ -8,6 +8,9 @@
 //!      ranks mpirun put in the environment) ─► mrc_coll::backend::dpdk::run_rank ─► rank 0 prints
 //! ```
 
+use super::timed_ops;
+use crate::metrics::coll::lines as coll_lines;
+use crate::metrics::telemetry::Telemetry;
 use std::net::{SocketAddr, ToSocketAddrs as _};
 use std::time::Duration as StdDuration;
 
@@ -68,7 +71,7 @@ fn fabric(args: &Args) -> anyhow::Result<(String, Option<SocketAddr>)> {
 
 /// This process's rank and the number of ranks, from `--tcp-rank`/`--tcp-ranks` or mpirun's
 /// environment, checked before anyone connects; whether they are mpirun's.
-fn ranks(args: &Args) -> anyhow::Result<(usize, usize, bool)> {
+pub fn ranks(args: &Args) -> anyhow::Result<(usize, usize, bool)> {
     let (rank, n, mpirun) = match (args.tcp_rank, args.tcp_ranks) {
         (Some(r), Some(n)) if r < n => (r, n, false),
         (Some(r), Some(n)) => bail_usage!("--tcp-rank {r} --tcp-ranks {n}: a rank is 0 to N-1"),
@@ -136,7 +139,11 @@ fn bootstrap(
 
 /// One rank of `--backend dpdk`; rank 0 prints nccl-tests' table for all. Every refusal
 /// comes before the ranks meet.
-pub fn run_dpdk(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
+pub fn run_dpdk(
+    args: &Args,
+    opts: &BenchOpts,
+    tele: Option<&Telemetry>,
+) -> anyhow::Result<Outcome> {
     let (eal, switch) = fabric(args)?;
     let (rank, n, mpirun) = ranks(args)?;
     let rows = setup::rows(opts, n)?;
@@ -157,7 +164,7 @@ pub fn run_dpdk(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
             .collect();
         crate::out!("{}", preamble(opts, &devices));
         outln!("# Bootstrap: {how}");
-        printer = Some(Printer::new(&rows));
+        printer = Some(Printer::new(&rows).with_metrics(tele, opts));
     }
     let ropts = DpdkRankOpts {
         eal: eal_args(&eal, rank),
@@ -177,6 +184,11 @@ pub fn run_dpdk(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
         }
     };
     let lines = fold_all(&rows, &run.reports, opts.average);
+    if let Some(t) = tele {
+        // Every rank serves the table (its own endpoint); the lead's printer does it too.
+        t.exporter()
+            .publish_coll(coll_lines(&rows, &lines, timed_ops(opts)));
+    }
     let out = match printer {
         Some(mut p) => {
             for (i, l) in lines.into_iter().enumerate() {

@@ -30,6 +30,10 @@ use mrc_srv6::plan::{LinkTier, Plan};
 use mrc_transport::Duration;
 
 use crate::faults::{FaultSpec, describe, schedule};
+use crate::metrics::coll::lines as coll_lines;
+use crate::metrics::telemetry::Telemetry;
+use crate::metrics::counters::Snapshot;
+use crate::perf::nic_backend::host_counters;
 use crate::{out, outln, usage};
 use cli::Args;
 use setup::{Backend, JsonFile};
@@ -50,11 +54,60 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         return dpdk::run_switch(args);
     }
     let opts = args.bench()?;
-    match Backend::of(args)? {
-        Backend::Sim => run_sim(args, &opts),
-        Backend::Mem => run_mem(args, &opts),
-        Backend::Dpdk => dpdk::run_dpdk(args, &opts),
+    let backend = Backend::of(args)?;
+    let tele = telemetry(args, backend, opts.coll.name())?;
+    let out = match backend {
+        Backend::Sim => run_sim(args, &opts, tele.as_ref()),
+        Backend::Mem => run_mem(args, &opts, tele.as_ref()),
+        Backend::Dpdk => dpdk::run_dpdk(args, &opts, tele.as_ref()),
+    };
+    if let Some(t) = tele {
+        // Failures are on stderr already; a telemetry failure does not fail the run.
+        let _ = t.finish(&t.exporter().last());
+        t.linger();
     }
+    out
+}
+
+/// The one place mrc-coll's sinks are built (`TelemetryArgs`: `--metrics`, `--push`,
+/// `--metrics-textfile`, `--sample-every`, `--metrics-linger`). The Pushgateway instance is
+/// `HOSTNAME-rRANK` (every rank pushes its own group; sim and mem run every rank in one
+/// process: `HOSTNAME-r0`).
+fn telemetry(args: &Args, backend: Backend, test: &str) -> anyhow::Result<Option<Telemetry>> {
+    let rank = match backend {
+        Backend::Dpdk => dpdk::ranks(args)?.0,
+        Backend::Sim | Backend::Mem => 0,
+    };
+    let instance = format!("{}-r{rank}", crate::metrics::telemetry::hostname());
+    let cfg = args
+        .telemetry
+        .config("mrc-coll", &instance, backend == Backend::Sim)
+        .map_err(|e| usage!("{e}"))?;
+    if !cfg.any_sink() {
+        return Ok(None);
+    }
+    Telemetry::start(&cfg, &[("test", test)]).map(Some)
+}
+
+/// How often the engine counters are sampled while a line runs: `--sample-every`, or every
+/// 100 ms (wall time; the simulator samples between its segments of simulated time, at most
+/// this often in wall time).
+fn sample_period(tele: Option<&Telemetry>) -> std::time::Duration {
+    match tele {
+        None => std::time::Duration::MAX,
+        Some(t) => t
+            .config()
+            .sample_every
+            .filter(|_| !t.config().simulated)
+            .map_or(std::time::Duration::from_millis(100), |d| {
+                std::time::Duration::from_nanos(d.0)
+            }),
+    }
+}
+
+/// Operations each rank times per line (`-n` iterations of `-m` operations).
+pub fn timed_ops(opts: &BenchOpts) -> u64 {
+    u64::from(opts.iters.max(1)) * u64::from(opts.agg_iters.max(1))
 }
 
 impl Outcome {
@@ -107,6 +160,8 @@ pub fn preamble(opts: &BenchOpts, devices: &[String]) -> String {
 pub struct Printer<'a> {
     rows: &'a [Row],
     lines: Vec<[Option<LineResult>; 2]>,
+    /// `--metrics`: the exporter the lines go to, and the operations timed per line.
+    metrics: Option<(std::sync::Arc<crate::metrics::Exporter>, u64)>,
 }
 
 impl<'a> Printer<'a> {
@@ -115,12 +170,22 @@ impl<'a> Printer<'a> {
         Self {
             rows,
             lines: vec![[None, None]; rows.len()],
+            metrics: None,
         }
+    }
+
+    /// Publish every line printed to `tele`'s exporter too.
+    pub fn with_metrics(mut self, tele: Option<&Telemetry>, opts: &BenchOpts) -> Self {
+        self.metrics = tele.map(|t| (t.exporter().clone(), timed_ops(opts)));
+        self
     }
 
     pub fn line(&mut self, i: usize, l: [Option<LineResult>; 2]) {
         self.lines[i] = l;
         outln!("{}", bench::line(&self.rows[i].spec, l));
+        if let Some((e, ops)) = &self.metrics {
+            e.publish_coll(coll_lines(self.rows, &self.lines, *ops));
+        }
     }
 
     pub fn finish(self, json: Option<JsonFile>) -> anyhow::Result<Outcome> {
@@ -195,7 +260,7 @@ fn sim_faults(
     Ok(())
 }
 
-fn run_sim(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
+fn run_sim(args: &Args, opts: &BenchOpts, tele: Option<&Telemetry>) -> anyhow::Result<Outcome> {
     let faults = args.faults()?;
     let plan = load_plan(args)?;
     let ranks = setup::sim_ranks(args, &plan)?;
@@ -222,10 +287,33 @@ fn run_sim(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
         })
         .collect();
     out!("{}", preamble(opts, &devices));
-    let mut printer = Printer::new(&rows);
-    let run = backend.run(&rows, &program_opts(opts, true), &mut |i, l| {
-        printer.line(i, l);
-    });
+    let mut printer = Printer::new(&rows).with_metrics(tele, opts);
+    // --metrics: every rank's engine counters (host = the plan's host), at most every 100 ms
+    // of wall time and at the end.
+    let mut published: Option<std::time::Instant> = None;
+    let mut watch =
+        |sim: &mrc_sim::Sim, hosts: &[u32], qpns: &[Vec<mrc_transport::verbs::Qpn>], last: bool| {
+            if let Some(t) = tele
+                && (last
+                    || published
+                        .is_none_or(|p| p.elapsed() >= sample_period(tele)))
+            {
+                let mut snap = crate::perf::sim_backend::snapshot(sim, hosts, qpns);
+                for (r, h) in snap.hosts.iter_mut().enumerate() {
+                    h.relabel(r as u32);
+                }
+                t.sample(&snap);
+                published = Some(std::time::Instant::now());
+            }
+        };
+    let run = backend.run_watched(
+        &rows,
+        &program_opts(opts, true),
+        &mut |i, l| {
+            printer.line(i, l);
+        },
+        &mut watch,
+    );
     let run = match run {
         Ok(r) => r,
         Err(SimBackendError::Stopped) => {
@@ -289,7 +377,7 @@ fn run_sim(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
     })
 }
 
-fn run_mem(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
+fn run_mem(args: &Args, opts: &BenchOpts, tele: Option<&Telemetry>) -> anyhow::Result<Outcome> {
     let ranks = setup::mem_ranks(args)?;
     let planes = setup::planes(args)?;
     let rows = setup::rows(opts, ranks)?;
@@ -300,9 +388,35 @@ fn run_mem(args: &Args, opts: &BenchOpts) -> anyhow::Result<Outcome> {
         .map(|r| format!("thread {r} device {r:>2} [MRC NIC thread, {planes} in-memory planes]"))
         .collect();
     out!("{}", preamble(opts, &devices));
-    let mut printer = Printer::new(&rows);
+    let mut printer = Printer::new(&rows).with_metrics(tele, opts);
+    // --metrics: every rank's engine counters and the lines measured so far, while it runs.
+    let start = std::time::Instant::now();
+    let mut watch = |p: &mem::Progress<'_>| {
+        if let Some(t) = tele {
+            let hosts = p
+                .nics
+                .iter()
+                .enumerate()
+                .filter_map(|(r, (h, q))| host_counters(r as u32, h, planes as u8, q).ok())
+                .collect();
+            let lines = mrc_coll::backend::fold_all(&rows, &p.reports, opts.average);
+            t.exporter()
+                .publish_coll(coll_lines(&rows, &lines, timed_ops(opts)));
+            t.sample(&Snapshot {
+                at_ns: start.elapsed().as_nanos() as u64,
+                hosts,
+            });
+        }
+    };
+    let every = sample_period(tele);
     let reports = backend
-        .run(&rows, &program_opts(opts, false), args.window)
+        .run_watched(
+            &rows,
+            &program_opts(opts, false),
+            args.window,
+            every,
+            &mut watch,
+        )
         .context("--backend mem");
     let reports = match reports {
         Ok(r) => r,

@@ -4,7 +4,7 @@
 
 use mrc_transport::ev::{EvInfo, EvState};
 use mrc_transport::stats::{EndpointStats, PlaneStats, QpStats};
-use mrc_transport::verbs::Qpn;
+use mrc_transport::verbs::{QpState, Qpn};
 
 /// Counters of one plane of one host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -178,6 +178,21 @@ pub struct QpRow {
     pub qpn: u32,
     #[serde(skip)]
     pub stats: QpStats,
+    /// From query_qp, where the backend reads it (`mrc_qp_state`).
+    #[serde(skip)]
+    pub state: Option<QpState>,
+}
+
+/// The Prometheus value of a QP state: libibverbs' `ibv_qp_state` numbering (RESET 0, INIT 1,
+/// RTR 2, RTS 3, SQD 4, SQE 5, ERR 6; the engine has no SQD/SQE).
+pub const fn qp_state_value(s: QpState) -> i64 {
+    match s {
+        QpState::Reset => 0,
+        QpState::Init => 1,
+        QpState::Rtr => 2,
+        QpState::Rts => 3,
+        QpState::Error => 6,
+    }
 }
 
 /// One host's counters.
@@ -214,6 +229,7 @@ impl HostCounters {
                     host,
                     qpn: q.0,
                     stats: *s,
+                    state: None,
                 })
                 .collect(),
             evs: qps
@@ -222,6 +238,20 @@ impl HostCounters {
                 .collect(),
             drops: endpoint.drops.total(),
             endpoint,
+        }
+    }
+
+    /// Label every row `host` (mrc-coll: the rank, not the simulated host).
+    pub fn relabel(&mut self, host: u32) {
+        self.host = host;
+        self.qps.iter_mut().for_each(|q| q.host = host);
+        self.evs.iter_mut().for_each(|e| e.host = host);
+    }
+
+    /// Record a QP's state (query_qp).
+    pub fn set_qp_state(&mut self, qpn: Qpn, state: QpState) {
+        if let Some(q) = self.qps.iter_mut().find(|q| q.qpn == qpn.0) {
+            q.state = Some(state);
         }
     }
 
@@ -234,6 +264,7 @@ impl HostCounters {
         for (i, q) in o.qps.iter().enumerate() {
             if let Some(a) = self.qps.get_mut(i) {
                 add_qp_stats(&mut a.stats, &q.stats);
+                a.state = q.state.or(a.state);
             }
         }
         for (a, b) in self.evs.iter_mut().zip(&o.evs) {

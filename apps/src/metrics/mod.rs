@@ -9,8 +9,10 @@
 //! the Prometheus text format (`prometheus-client`) from a tiny blocking server thread
 //! ([`server`]).
 
+pub mod coll;
 pub mod counters;
 pub mod push;
+pub mod latency;
 pub mod server;
 pub mod telemetry;
 pub mod textfile;
@@ -24,7 +26,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use counters::{Snapshot, ev_state_value};
+use counters::{Snapshot, ev_state_value, qp_state_value};
 
 type Labels = Vec<(String, String)>;
 
@@ -38,6 +40,10 @@ pub struct Exporter {
     rates: Mutex<Vec<telemetry::RateRow>>,
     /// The counters advance in simulated time (the simulator backend).
     simulated: bool,
+    /// mrc-coll: the table's lines so far ([`coll`]).
+    coll: Mutex<Vec<coll::CollLine>>,
+    /// write_lat: every latency sample ([`latency`]).
+    pub latency: latency::Latency,
 }
 
 /// What every HELP text says in the simulator.
@@ -84,8 +90,7 @@ impl Exporter {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
-            rates: Mutex::new(Vec::new()),
-            simulated: false,
+            ..Self::default()
         }
     }
 
@@ -112,6 +117,23 @@ impl Exporter {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// Replace the collective lines a scrape shows (mrc-coll).
+    pub fn publish_coll(&self, lines: Vec<coll::CollLine>) {
+        *self
+            .coll
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = lines;
+    }
+
+    /// The counters last published (empty before the first).
+    pub fn last(&self) -> Snapshot {
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .unwrap_or_default()
     }
 
     /// Replace the counters a scrape shows.
@@ -152,6 +174,13 @@ impl Exporter {
             );
             v.get_or_create(&Vec::new()).set(snap.at_ns as f64 / 1e9);
         }
+        let lines = self
+            .coll
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        coll::fill(&mut reg, &lines);
+        self.latency.register(&mut reg);
         let mut out = String::new();
         if prometheus_text::encode(&mut out, &reg).is_err() {
             out.clear();
@@ -355,6 +384,11 @@ fn fill(reg: &mut Registry, snap: &Snapshot) {
         "mrc_qp_mpr_pauses",
         "Times new data waited for room in the MPR window",
     );
+    let qp_state = gauges(
+        reg,
+        "mrc_qp_state",
+        "QP state, ibv_qp_state numbering: 0 RESET, 1 INIT, 2 RTR, 3 RTS, 4 SQD, 5 SQE, 6 ERR",
+    );
     for h in &snap.hosts {
         for q in &h.qps {
             let host = format!("h{}", h.host);
@@ -378,6 +412,9 @@ fn fill(reg: &mut Registry, snap: &Snapshot) {
             mpr_shrinks.get_or_create(&lb).inc_by(s.mpr_shrinks);
             mpr_grows.get_or_create(&lb).inc_by(s.mpr_grows);
             mpr_pauses.get_or_create(&lb).inc_by(s.mpr_pauses);
+            if let Some(st) = q.state {
+                qp_state.get_or_create(&lb).set(qp_state_value(st));
+            }
             let r = &s.retransmits;
             for (cause, v) in [
                 ("trim", r.trim),
@@ -524,6 +561,7 @@ mod tests {
             host: 0,
             qpn: 0x4000,
             stats: mrc_transport::stats::QpStats::default(),
+            state: Some(mrc_transport::verbs::QpState::Error),
         });
         h.evs.push(counters::EvRow {
             host: 0,
@@ -550,6 +588,42 @@ mod tests {
             at_ns: 1,
             hosts: vec![h],
         }
+    }
+
+    #[test]
+    fn latency_buckets_are_cumulative_with_the_agreed_bounds() {
+        let e = Exporter::new(&[("test", "write_lat")]);
+        assert!(!e.render().contains("mrc_write_latency_seconds"));
+        e.latency.observe("h0", [1.5e-6, 1e-6, 3e-3, 1.0]);
+        let text = e.render();
+        let bucket = |le: &str| -> u64 {
+            text.lines()
+                .find(|l| {
+                    l.starts_with("mrc_write_latency_seconds_bucket{")
+                        && l.contains(&format!("le=\"{le}\""))
+                        && l.contains("host=\"h0\"")
+                        && l.contains("test=\"write_lat\"")
+                })
+                .unwrap_or_else(|| panic!("le={le}: {text}"))
+                .rsplit(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        // 1.5 us lands in le=2e-6, not le=1e-6 (which holds the 1 us sample: le is <=).
+        assert_eq!(bucket("1e-06"), 1, "{text}");
+        assert_eq!(bucket("2e-06"), 2, "{text}");
+        assert_eq!(bucket("0.002"), 2, "{text}");
+        assert_eq!(bucket("0.005"), 3, "{text}");
+        assert_eq!(bucket("0.01"), 3, "{text}");
+        assert_eq!(bucket("+Inf"), 4, "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("mrc_write_latency_seconds_count{") && l.ends_with(" 4")),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE mrc_write_latency_seconds histogram"));
     }
 
     #[test]
@@ -583,14 +657,34 @@ mod tests {
     fn dashboard_and_docs_name_only_exported_metrics() {
         let e = Exporter::new(&[]).simulated(true);
         e.publish_with_rates(&full(), vec![(0, 0, 1.0, 2.0)]);
+        e.publish_coll(vec![coll::CollLine {
+            op: "all_reduce",
+            size: 8,
+            dtype: "float",
+            redop: "sum",
+            place: "out",
+            time_seconds: 1e-5,
+            algbw_bytes_per_second: 1.0,
+            busbw_bytes_per_second: 1.0,
+            wrong: Some(0),
+            operations: 1,
+        }]);
+        e.latency.observe("h0", [1e-6]);
         let text = e.render();
+        assert!(
+            text.contains("mrc_qp_state{host=\"h0\",qp=\"0x4000\"} 6"),
+            "a QP in ERROR shows 6: {text}"
+        );
         assert!(
             text.contains("mrc_ev_state{host=\"h0\",qp=\"0x4000\",ev=\"3\",plane=\"0\"} 2"),
             "{text}"
         );
         let exported = |name: &str| {
-            text.lines()
-                .any(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+            text.lines().any(|l| {
+                ["{", " ", "_bucket{"]
+                    .iter()
+                    .any(|t| l.starts_with(&format!("{name}{t}")))
+            })
         };
         for doc in [
             include_str!("../../../dashboards/grafana-mrc.json"),

@@ -31,6 +31,10 @@ pub struct TelemetryArgs {
     /// the run.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// With --metrics: keep the endpoint up this long after the run (e.g. 5s), so a
+    /// scraper sees the final values.
+    #[arg(long = "metrics-linger", requires = "metrics")]
+    pub metrics_linger: Option<String>,
     /// Push the metrics to this Prometheus Pushgateway (http://HOST:PORT[/PATH]) at the end
     /// (and every --push-every).
     #[arg(long)]
@@ -70,6 +74,8 @@ pub fn sample_floor(simulated: bool) -> Duration {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TelemetryConfig {
     pub metrics: Option<SocketAddr>,
+    /// `--metrics-linger`: how long the endpoint stays up after the run.
+    pub metrics_linger: Option<std::time::Duration>,
     pub push: Option<PushUrl>,
     pub push_every: Option<std::time::Duration>,
     pub push_job: String,
@@ -110,6 +116,17 @@ impl TelemetryArgs {
         simulated: bool,
     ) -> anyhow::Result<TelemetryConfig> {
         let metrics = self.metrics.as_deref().map(resolve_metrics).transpose()?;
+        let metrics_linger = self
+            .metrics_linger
+            .as_deref()
+            .map(|t| {
+                parse_duration(t, 1e9)
+                    .map(|d| std::time::Duration::from_nanos(d.0))
+                    .map_err(|e| {
+                        anyhow::anyhow!("--metrics-linger {t}: {e}: give a duration such as 5s")
+                    })
+            })
+            .transpose()?;
         let push = self
             .push
             .as_deref()
@@ -163,6 +180,7 @@ impl TelemetryArgs {
             .transpose()?;
         Ok(TelemetryConfig {
             metrics,
+            metrics_linger,
             push,
             push_every,
             push_job: self.push_job.clone().unwrap_or_else(|| tool.to_owned()),
@@ -179,7 +197,7 @@ impl TelemetryArgs {
 }
 
 /// `--metrics HOST:PORT`: a socket address or a name to resolve (`localhost:0`).
-fn resolve_metrics(a: &str) -> anyhow::Result<SocketAddr> {
+pub fn resolve_metrics(a: &str) -> anyhow::Result<SocketAddr> {
     use std::net::ToSocketAddrs as _;
     let mut addrs = a.to_socket_addrs().map_err(|e| {
         anyhow::anyhow!("--metrics {a}: not an address ({e}): give HOST:PORT, e.g. 127.0.0.1:9464")
@@ -443,6 +461,13 @@ impl Telemetry {
             failed.push(format!("{} pushes to {} failed", p.failures, p.url()));
         }
         failed
+    }
+
+    /// Keep the scrape endpoint up for `--metrics-linger` (after [`finish`](Self::finish)).
+    pub fn linger(&self) {
+        if let (Some(_), Some(d)) = (&self.server, self.config.metrics_linger) {
+            std::thread::sleep(d);
+        }
     }
 
     /// The samples so far, and how many the cap dropped.

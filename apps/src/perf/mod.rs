@@ -31,6 +31,7 @@ pub mod sim_backend;
 
 use std::sync::Arc;
 
+use crate::metrics::Exporter;
 use crate::metrics::counters::Snapshot;
 use crate::metrics::telemetry::Telemetry;
 use crate::{out, outln};
@@ -88,6 +89,20 @@ pub fn row_of(s: &Settings, o: &SizeOutcome) -> Row {
     measure::row(s, o)
 }
 
+/// write_lat: every one-way latency sample of the pinging QPs (half a round trip, as the
+/// table's t_typical) into `mrc_write_latency_seconds{host}`.
+fn observe_latency(e: &Exporter, o: &SizeOutcome) {
+    for (h, (recs, sending)) in o.records.iter().zip(&o.sending).enumerate() {
+        let host = o.counters.hosts.get(h).map_or(h as u32, |c| c.host);
+        let rtts = recs
+            .iter()
+            .zip(sending)
+            .filter(|(_, s)| **s)
+            .flat_map(|(r, _)| r.rtts_ns.iter().map(|&ns| ns as f64 / 2e9));
+        e.latency.observe(&format!("h{host}"), rtts);
+    }
+}
+
 /// Run every size, print the tables (and JSON), return what happened.
 pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     limits::check_memory(s, limits::memory_available())?;
@@ -131,6 +146,9 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         out.rows.push(row);
         out.counters.add(&o.counters);
         if let Some(t) = &telemetry {
+            if s.test.name() == "write_lat" {
+                observe_latency(t.exporter(), &o);
+            }
             t.publish(&out.counters);
         }
         if let Some(c) = &o.check {
@@ -177,6 +195,9 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         if s.out_json {
             outln!("{text}");
         }
+    }
+    if let Some(t) = &telemetry {
+        t.linger();
     }
     Ok(out)
 }

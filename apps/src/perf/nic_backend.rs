@@ -144,7 +144,13 @@ pub fn host_counters(
             handle.ev_stats(q)?,
         ));
     }
-    Ok(HostCounters::new(h, &ps, &qs, handle.endpoint_stats()?))
+    let mut hc = HostCounters::new(h, &ps, &qs, handle.endpoint_stats()?);
+    for &q in qpns {
+        if let Ok(info) = handle.query_qp(q) {
+            hc.set_qp_state(q, info.state);
+        }
+    }
+    Ok(hc)
 }
 
 /// Run `apps` (one per NIC handle and CQ in `drivers`) on their own threads until they are

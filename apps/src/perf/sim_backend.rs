@@ -362,7 +362,8 @@ fn expected_ns(s: &Settings, plan: &Plan, size: u64) -> u64 {
     }
 }
 
-fn snapshot(sim: &Sim, hosts: &[u32; 2], qpns: &[Vec<Qpn>; 2]) -> Snapshot {
+/// Every host's counters (`hosts[i]` with its QPs `qpns[i]`), at the simulator's clock.
+pub fn snapshot(sim: &Sim, hosts: &[u32], qpns: &[Vec<Qpn>]) -> Snapshot {
     let planes = sim.plan().planes();
     Snapshot {
         at_ns: sim.now().as_nanos(),
@@ -378,7 +379,13 @@ fn snapshot(sim: &Sim, hosts: &[u32; 2], qpns: &[Vec<Qpn>; 2]) -> Snapshot {
                     .iter()
                     .map(|&q| (q, ep.qp_stats(q).unwrap_or_default(), ep.ev_stats(q)))
                     .collect();
-                HostCounters::new(h, &ps, &qs, ep.stats())
+                let mut hc = HostCounters::new(h, &ps, &qs, ep.stats());
+                for &q in qpns {
+                    if let Ok(info) = ep.query_qp(q) {
+                        hc.set_qp_state(q, info.state);
+                    }
+                }
+                hc
             })
             .collect(),
     }

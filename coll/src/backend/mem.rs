@@ -5,13 +5,26 @@
 use std::time::Duration as StdDuration;
 
 use mrc_nic::io::mem::{PlanesError, router_mac};
-use mrc_nic::{AppDriver, MemFabric, NextHop, Nic, NicConfig, NicError};
-use mrc_transport::verbs::QpCap;
+use mrc_nic::{AppDriver, MemFabric, NextHop, Nic, NicConfig, NicError, NicHandle};
+use mrc_transport::verbs::{QpCap, Qpn};
 
 use super::nic::{RankInfo, RankNic, endpoint_config, peers_of, rank_addr};
 use super::{BufferSizes, pairs};
 use crate::comm::{Comm, DEFAULT_RECV_DEPTH};
-use crate::program::{Program, ProgramOpts, RankReport, Row};
+use crate::program::{Program, ProgramOpts, RankReport, ReportHandle, Row};
+
+/// What a watcher sees of a run while it goes (and once more when every rank is done, before
+/// the NICs shut down): every rank's NIC handle and QPs (to read its counters) and the ranks'
+/// reports so far (the lines measured).
+#[derive(Debug)]
+pub struct Progress<'a> {
+    /// Per rank: its NIC and its QPs, one per peer.
+    pub nics: &'a [(NicHandle, Vec<Qpn>)],
+    /// Per rank: what it measured so far.
+    pub reports: Vec<RankReport>,
+    /// Every rank's thread has ended.
+    pub finished: bool,
+}
 
 /// Why the threads could not run.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +72,19 @@ impl MemBackend {
         popts: &ProgramOpts,
         window: u32,
     ) -> Result<Vec<RankReport>, MemBackendError> {
+        self.run_watched(rows, popts, window, StdDuration::MAX, &mut |_| {})
+    }
+
+    /// As [`run`](Self::run), calling `watch` about every `every` while the ranks run and
+    /// once after they all ended (NICs still up).
+    pub fn run_watched(
+        &self,
+        rows: &[Row],
+        popts: &ProgramOpts,
+        window: u32,
+        every: StdDuration,
+        watch: &mut dyn FnMut(&Progress<'_>),
+    ) -> Result<Vec<RankReport>, MemBackendError> {
         let n = self.ranks;
         let nic_err = |rank| move |source| MemBackendError::Nic { rank, source };
         let mut fabric = MemFabric::try_new(self.planes)?;
@@ -84,11 +110,15 @@ impl MemBackend {
         }
         let infos: Vec<RankInfo> = ranks.iter().map(RankNic::info).collect();
         let mut threads = Vec::new();
+        let watched: Vec<(NicHandle, Vec<Qpn>)> =
+            ranks.iter().map(|r| (r.handle.clone(), r.qpns())).collect();
+        let mut handles: Vec<ReportHandle> = Vec::new();
         for rank in ranks {
             let r = rank.rank;
             let links = rank.connect(&infos).map_err(nic_err(r))?;
             let comm = Comm::new(rank.setup(n, links, window, DEFAULT_RECV_DEPTH));
             let (mut program, report) = Program::new(comm, rows.to_vec(), popts.clone());
+            handles.push(report.clone());
             let deadline = self.deadline;
             threads.push(std::thread::spawn(move || {
                 let result = AppDriver::new(&rank.handle)
@@ -103,10 +133,38 @@ impl MemBackend {
                 rep
             }));
         }
+        let progress = |finished| Progress {
+            nics: &watched,
+            reports: handles
+                .iter()
+                .map(|h| {
+                    h.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone()
+                })
+                .collect(),
+            finished,
+        };
+        if every < StdDuration::MAX {
+            let tick = every.min(StdDuration::from_millis(50));
+            let mut last = std::time::Instant::now();
+            while threads.iter().any(|t| !t.is_finished()) {
+                std::thread::sleep(tick);
+                if last.elapsed() >= every {
+                    last = std::time::Instant::now();
+                    watch(&progress(false));
+                }
+            }
+        }
         let mut reports = Vec::new();
         for (r, t) in threads.into_iter().enumerate() {
             reports.push(t.join().map_err(|_| MemBackendError::Panicked(r))?);
         }
+        watch(&Progress {
+            nics: &watched,
+            reports: reports.clone(),
+            finished: true,
+        });
         for nic in nics {
             let _ = nic.shutdown();
         }

@@ -122,6 +122,11 @@ impl RankNic {
         })
     }
 
+    /// Its QPs, one per peer.
+    pub fn qpns(&self) -> Vec<Qpn> {
+        self.qps.iter().map(|&(_, q)| q).collect()
+    }
+
     /// What the peers need.
     pub fn info(&self) -> RankInfo {
         RankInfo {

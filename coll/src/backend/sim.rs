@@ -9,7 +9,7 @@ use mrc_sim::{
     ConnOpts, FabricCounters, Fault, RunLimit, RunSummary, Sim, SimConfig, SimError, SimTime,
 };
 use mrc_srv6::plan::{LinkTier, Plan};
-use mrc_transport::verbs::QpCap;
+use mrc_transport::verbs::{QpCap, Qpn};
 
 use super::{BufferSizes, RECV_VA, RankBuffers, SEND_VA, STAGE_VA, fold_all, pairs};
 use crate::bench::{Average, LineResult};
@@ -122,6 +122,19 @@ impl SimBackend {
         popts: &ProgramOpts,
         on_line: &mut dyn FnMut(usize, [Option<LineResult>; 2]),
     ) -> Result<SimRun, SimBackendError> {
+        self.run_watched(rows, popts, on_line, &mut |_, _, _, _| {})
+    }
+
+    /// As [`run`](Self::run), calling `watch(sim, hosts, qpns, last)` after every segment of
+    /// virtual time and once at the end (`last`): the ranks' hosts and their QPs, to read the
+    /// engines' counters.
+    pub fn run_watched(
+        &self,
+        rows: &[Row],
+        popts: &ProgramOpts,
+        on_line: &mut dyn FnMut(usize, [Option<LineResult>; 2]),
+        watch: &mut SimWatch<'_>,
+    ) -> Result<SimRun, SimBackendError> {
         let n = self.ranks;
         let racks = usize::from(self.plan.t0_per_plane());
         let per_rack = usize::from(self.plan.hosts_per_t0());
@@ -168,8 +181,11 @@ impl SimBackend {
             ..ConnOpts::default()
         };
         let mut links = vec![Vec::new(); n];
+        let mut qpns: Vec<Vec<Qpn>> = vec![Vec::new(); n];
         for (a, b) in pairs(rows, n) {
             let c = sim.connect(hosts[a], hosts[b], opts)?;
+            qpns[a].push(c.a.qpn);
+            qpns[b].push(c.b.qpn);
             links[a].push(published[b].link(b, c.a.qpn));
             links[b].push(published[a].link(a, c.b.qpn));
         }
@@ -238,6 +254,7 @@ impl SimBackend {
             summary.end = seg.end;
             summary.apps_done = seg.apps_done;
             emit(&handles, false);
+            watch(&sim, &hosts, &qpns, false);
             // Done, or nothing left to happen at all.
             if seg.apps_done || (seg.events == 0 && seg.end <= from) {
                 break;
@@ -263,6 +280,7 @@ impl SimBackend {
             }
         }
         emit(&handles, true);
+        watch(&sim, &hosts, &qpns, true);
         let reports: Vec<RankReport> = handles
             .iter()
             .map(|h| h.lock().expect("report lock").clone())
@@ -286,6 +304,9 @@ impl SimBackend {
         })
     }
 }
+
+/// What [`SimBackend::run_watched`] calls: `(sim, hosts, qpns, last)`.
+pub type SimWatch<'a> = dyn FnMut(&Sim, &[u32], &[Vec<Qpn>], bool) + 'a;
 
 /// The reports reduced to row `row` (for folding one line).
 fn trim(reports: &[RankReport], row: usize) -> Vec<RankReport> {
