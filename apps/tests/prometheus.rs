@@ -9,7 +9,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mrc_tests::prometheus::{PROMTOOL, Prometheus, Target, http_get, tool, vector};
+use mrc_tests::prometheus::{
+    PROMTOOL, Prometheus, Pushgateway, Target, http_get, http_send, tool, vector,
+};
 
 /// A tool run, killed however the test ends.
 struct Run {
@@ -197,12 +199,26 @@ fn every_dashboard_expression_returns_series() {
     let perf = env!("CARGO_BIN_EXE_mrc-perf");
     let _bw = start(
         perf,
-        &["write_bw", "--backend", "mem", "-D", "1", "--run_infinitely"],
+        &[
+            "write_bw",
+            "--backend",
+            "mem",
+            "-D",
+            "1",
+            "--run_infinitely",
+        ],
         &bw,
     );
     let _lat = start(
         perf,
-        &["write_lat", "--backend", "mem", "-D", "1", "--run_infinitely"],
+        &[
+            "write_lat",
+            "--backend",
+            "mem",
+            "-D",
+            "1",
+            "--run_infinitely",
+        ],
         &lat,
     );
     prom.wait_targets_up(Duration::from_mins(1));
@@ -244,7 +260,14 @@ fn promtool_finds_no_lint_in_the_exposition() {
     let addr = free_addr();
     let _run = start(
         env!("CARGO_BIN_EXE_mrc-perf"),
-        &["write_bw", "--backend", "mem", "-D", "1", "--run_infinitely"],
+        &[
+            "write_bw",
+            "--backend",
+            "mem",
+            "-D",
+            "1",
+            "--run_infinitely",
+        ],
         &addr,
     );
     let deadline = Instant::now() + Duration::from_mins(1);
@@ -311,4 +334,41 @@ fn the_dashboard_names_its_variables() {
             "no {v} variable: {exprs:?}"
         );
     }
+}
+
+/// The harness's Pushgateway path: a group pushed to a Pushgateway reaches a Prometheus that
+/// scrapes it with `honor_labels`, with the pushed `job` and `instance`; deleting the group
+/// removes it from the Pushgateway.
+#[test]
+fn a_pushed_group_reaches_prometheus_through_the_pushgateway() {
+    let test = "a_pushed_group_reaches_prometheus_through_the_pushgateway";
+    let Some(gw) = Pushgateway::start(test) else {
+        return;
+    };
+    let Some(prom) = Prometheus::start(test, &[Target::Pushgateway(gw.addr().to_owned())]) else {
+        return;
+    };
+    let group = "/metrics/job/mrc-perf/instance/h3test";
+    let body = "# TYPE mrc_port_rcv_data_bytes_total counter\nmrc_port_rcv_data_bytes_total{host=\"h1\",plane=\"0\",test=\"write_bw\"} 4096\n";
+    let (status, answer) = http_send(gw.addr(), "PUT", group, body).unwrap();
+    assert!(
+        (200..300).contains(&status),
+        "{status}: {answer}\n{}",
+        gw.log()
+    );
+    assert!(gw.metrics().contains("instance=\"h3test\""));
+    let expr = "mrc_port_rcv_data_bytes_total{job=\"mrc-perf\",instance=\"h3test\",plane=\"0\"}";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = vector(&prom.query(expr).unwrap());
+        if let Some((_, x)) = v.first() {
+            assert_eq!(*x, 4096.0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{expr}: nothing\n{}", prom.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, _) = http_send(gw.addr(), "DELETE", group, "").unwrap();
+    assert!((200..300).contains(&status));
+    assert!(!gw.metrics().contains("instance=\"h3test\""));
 }

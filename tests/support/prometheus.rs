@@ -49,6 +49,32 @@ pub fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
     Ok((status, body))
 }
 
+/// `method path` with `body` on `addr` (HTTP/1.0, e.g. a `PUT` of exposition text to a
+/// Pushgateway): the status code and the answer's body.
+pub fn http_send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> std::io::Result<(u16, String)> {
+    let mut c = TcpStream::connect(addr)?;
+    c.set_read_timeout(Some(Duration::from_secs(20)))?;
+    write!(
+        c,
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut s = String::new();
+    c.read_to_string(&mut s)?;
+    let status = s
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let answer = s.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    Ok((status, answer))
+}
+
 /// Percent-encodes a query parameter (RFC 3986 unreserved characters pass).
 pub fn urlencode(s: &str) -> String {
     let mut out = String::new();
@@ -244,7 +270,13 @@ impl Prometheus {
     }
 
     /// A range query from `start` to `end` (Unix seconds) every `step` seconds.
-    pub fn query_range(&self, expr: &str, start: f64, end: f64, step: f64) -> Result<Value, String> {
+    pub fn query_range(
+        &self,
+        expr: &str,
+        start: f64,
+        end: f64,
+        step: f64,
+    ) -> Result<Value, String> {
         self.api(&format!(
             "query_range?query={}&start={start:.3}&end={end:.3}&step={step}",
             urlencode(expr)
