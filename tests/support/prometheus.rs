@@ -3,6 +3,7 @@
 //! data directory, queried through the HTTP API (`/api/v1/query`, `/api/v1/query_range`,
 //! `/api/v1/targets`) with a tiny HTTP/1.0 client, killed and deleted on drop.
 
+use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -82,7 +83,7 @@ pub fn urlencode(s: &str) -> String {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            let _ = write!(out, "%{b:02X}");
         }
     }
     out
@@ -130,7 +131,7 @@ impl Server {
 
     /// Waits for `GET path` on `addr` to answer 200 (the server's log in the panic otherwise).
     fn wait_ready(&mut self, addr: &str, path: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_mins(1);
         loop {
             if matches!(http_get(addr, path), Ok((200, _))) {
                 return;
@@ -188,12 +189,14 @@ impl Prometheus {
                         .map(|a| format!("'{a}'"))
                         .collect::<Vec<_>>()
                         .join(", ");
-                    cfg += &format!(
+                    let _ = write!(
+                        cfg,
                         "  - job_name: mrc{i}\n    static_configs:\n      - targets: [{list}]\n"
                     );
                 }
                 Target::Pushgateway(a) => {
-                    cfg += &format!(
+                    let _ = write!(
+                        cfg,
                         "  - job_name: pushgateway{i}\n    honor_labels: true\n    static_configs:\n      - targets: ['{a}']\n"
                     );
                 }
