@@ -10,6 +10,7 @@ PKGS=(
   iproute2 tshark python3-scapy            # interop: namespaces + kernel SRv6, decoding oracles
   libbpf-dev bpftool                       # the tc BPF trimmer
   libopenmpi-dev openmpi-bin               # mpirun bootstrap for mrc-coll
+  prometheus prometheus-pushgateway        # telemetry tests: a real server (+ promtool) and Pushgateway
 )
 
 missing=()
@@ -30,4 +31,14 @@ echo "install-deps: installing ${missing[*]}" >&2
 # tshark asks whether non-root users may capture; answer for it.
 echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections || true
 $SUDO apt-get update -qq
+# prometheus and prometheus-pushgateway start their daemons (:9090, :9091) from postinst through
+# invoke-rc.d; the tests start their own on free ports, so forbid service starts while installing
+# (policy-rc.d exit 101), unless the machine already has a policy of its own.
+policy=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  policy=/usr/sbin/policy-rc.d
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+  $SUDO chmod 755 "$policy"
+  trap '$SUDO rm -f "$policy"' EXIT
+fi
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -2,6 +2,8 @@
 //! processes needs (prerequisites that skip or fail, unique names, free ports, a child
 //! process killed if the test ends first, DPDK runtime directories removed).
 
+pub mod prometheus;
+
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -688,6 +688,7 @@ mod tests {
         };
         for doc in [
             include_str!("../../../dashboards/grafana-mrc.json"),
+            include_str!("../../../dashboards/mrc-alerts.yml"),
             include_str!("../../../docs/metrics.md"),
         ] {
             let mut rest = doc;

@@ -1,0 +1,374 @@
+//! A real Prometheus (Debian's `prometheus`, `promtool`) against mrc-perf's `--metrics`
+//! endpoint: the scraped delivered rate agrees with the bandwidth mrc-perf reports, every
+//! PromQL expression of dashboards/grafana-mrc.json returns series, `promtool check metrics`
+//! finds nothing in the exposition, and dashboards/mrc-alerts.yml passes `promtool check
+//! rules` and its unit tests. Skipped (via mrc_skip) where the binaries are missing.
+
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mrc_tests::prometheus::{
+    PROMTOOL, Prometheus, Pushgateway, Target, http_get, http_send, tool, vector,
+};
+
+/// A tool run, killed however the test ends.
+struct Run {
+    child: Child,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `bin args` serving metrics on `addr`; its stdout is drained, its stderr echoed.
+fn start(bin: &str, args: &[&str], addr: &str) -> Run {
+    let mut child = Command::new(bin)
+        .args(args)
+        .args(["--metrics", addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the tool starts");
+    let out = child.stdout.take().unwrap();
+    let err = child.stderr.take().unwrap();
+    // Drained so the run never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = BufReader::new(out).read_to_end(&mut sink);
+    });
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            // The period lines are many; the rest (errors) is shown with a failure.
+            if !line.starts_with('[') {
+                eprintln!("tool: {line}");
+            }
+        }
+    });
+    Run { child }
+}
+
+fn free_addr() -> String {
+    format!("127.0.0.1:{}", mrc_tests::free_port())
+}
+
+/// (a) `sum(rate(mrc_port_rcv_data_bytes_total[D]))`, D the timed phase mrc-perf reports
+/// (`results.elapsed_ns`), evaluated at the last scrape of the run, agrees within 10 % with
+/// mrc-perf's own bandwidth: `results.bytes / elapsed` (what `BW average[MB/sec]` is, in MiB).
+#[test]
+fn scraped_rate_agrees_with_the_reported_bandwidth() {
+    let addr = free_addr();
+    let Some(prom) = Prometheus::start(
+        "scraped_rate_agrees_with_the_reported_bandwidth",
+        &[Target::Static(vec![addr.clone()])],
+    ) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(mrc_tests::unique("promrate"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("bw.json");
+    let json_s = json.to_str().unwrap().to_owned();
+    let mut run = start(
+        env!("CARGO_BIN_EXE_mrc-perf"),
+        &[
+            "write_bw",
+            "--backend",
+            "mem",
+            "-D",
+            "4",
+            "--out_json",
+            "--out_json_file",
+            &json_s,
+        ],
+        &addr,
+    );
+    let deadline = Instant::now() + Duration::from_mins(2);
+    while run.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "mrc-perf did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(run.child.wait().unwrap().success());
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let bytes = report["results"]["bytes"].as_f64().unwrap();
+    let elapsed_ns = report["results"]["elapsed_ns"].as_f64().unwrap();
+    let reported = bytes / (elapsed_ns / 1e9);
+    let bw_mib = report["results"]["BW_average"].as_f64().unwrap();
+    assert!(
+        (bw_mib * 1048576.0 / reported - 1.0).abs() < 1e-6,
+        "BW_average {bw_mib} MiB/s is bytes/elapsed {reported} B/s"
+    );
+
+    // The raw samples: when was the run last scraped, and what did it hold then?
+    let raw = prom
+        .query("mrc_port_rcv_data_bytes_total[1m]")
+        .unwrap_or_else(|e| panic!("{e}\n{}", prom.log()));
+    let series = raw["result"].as_array().expect("a matrix");
+    assert!(!series.is_empty(), "scraped nothing: {raw}\n{}", prom.log());
+    let mut t_last = 0f64;
+    for s in series {
+        for p in s["values"].as_array().unwrap() {
+            t_last = t_last.max(p[0].as_f64().unwrap());
+        }
+    }
+    let last_total: f64 = vector(
+        &prom
+            .query_at("sum(mrc_port_rcv_data_bytes_total)", t_last)
+            .unwrap(),
+    )[0]
+    .1;
+    // The last scrape came at most one scrape (plus the exit) before the end.
+    assert!(
+        last_total <= bytes && last_total > 0.9 * bytes,
+        "last scrape {last_total} of {bytes} bytes"
+    );
+    let w = (elapsed_ns / 1e6).round();
+    let expr = format!("sum(rate(mrc_port_rcv_data_bytes_total[{w}ms]))");
+    let rate = vector(&prom.query_at(&expr, t_last).unwrap())[0].1;
+    eprintln!("{expr} at the last scrape: {rate:.0} B/s; mrc-perf: {reported:.0} B/s");
+    assert!(
+        (rate / reported - 1.0).abs() < 0.10,
+        "{expr} at {t_last} = {rate} B/s, mrc-perf reports {reported} B/s"
+    );
+}
+
+/// The PromQL expressions of the dashboard: its panels' targets and its query variables
+/// (`label_values(metric, label)` becomes `group by (label) (metric)`), with `$host` etc.
+/// replaced by `.*` and `$__rate_interval` by 1s.
+fn dashboard_exprs() -> Vec<(String, String)> {
+    let text = include_str!("../../dashboards/grafana-mrc.json");
+    let d: serde_json::Value = serde_json::from_str(text).expect("the dashboard is JSON");
+    let subst = |e: &str| {
+        let mut e = e.replace("$__rate_interval", "1s");
+        for v in ["host", "test", "plane"] {
+            e = e.replace(&format!("${{{v}}}"), ".*");
+            e = e.replace(&format!("${v}"), ".*");
+        }
+        e
+    };
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            if let Some(e) = t["expr"].as_str() {
+                out.push((p["title"].as_str().unwrap_or("?").to_owned(), subst(e)));
+            }
+        }
+    }
+    for v in d["templating"]["list"].as_array().unwrap() {
+        let Some(q) = v["query"]["query"].as_str() else {
+            continue;
+        };
+        let inner = q
+            .strip_prefix("label_values(")
+            .and_then(|r| r.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("variable query {q}: only label_values(m, l) is handled"));
+        let (metric, label) = inner.rsplit_once(',').expect("label_values(metric, label)");
+        out.push((
+            format!("variable {}", v["name"]),
+            format!("group by ({}) ({})", label.trim(), subst(metric.trim())),
+        ));
+    }
+    out
+}
+
+/// (b) While a write_bw and a write_lat run are scraped every 100 ms, every expression of the
+/// dashboard evaluates without error and returns at least one series.
+#[test]
+fn every_dashboard_expression_returns_series() {
+    let bw = free_addr();
+    let lat = free_addr();
+    // TODO(lead, issue 17): mrc-coll --metrics comes from the mrc-coll helper; after the merge,
+    // add an mrc-coll run here (`mrc-coll all_reduce ... --metrics ADDR`, its address in the
+    // targets) so the mrc-coll panels (busbw per size, #wrong) are checked too. Until then
+    // their expressions are listed as not checked, not failed, when mrc-coll lacks --metrics.
+    let coll_has_metrics = Command::new(env!("CARGO_BIN_EXE_mrc-coll"))
+        .arg("--help")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--metrics"));
+    let Some(prom) = Prometheus::start(
+        "every_dashboard_expression_returns_series",
+        &[Target::Static(vec![bw.clone(), lat.clone()])],
+    ) else {
+        return;
+    };
+    let perf = env!("CARGO_BIN_EXE_mrc-perf");
+    let _bw = start(
+        perf,
+        &[
+            "write_bw",
+            "--backend",
+            "mem",
+            "-D",
+            "1",
+            "--run_infinitely",
+        ],
+        &bw,
+    );
+    let _lat = start(
+        perf,
+        &[
+            "write_lat",
+            "--backend",
+            "mem",
+            "-D",
+            "1",
+            "--run_infinitely",
+        ],
+        &lat,
+    );
+    prom.wait_targets_up(Duration::from_mins(1));
+    // Enough samples for a 1s rate window.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut failed = Vec::new();
+    let mut unchecked = Vec::new();
+    let exprs = dashboard_exprs();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    for (title, e) in &exprs {
+        if e.contains("mrc_coll_") && !coll_has_metrics {
+            unchecked.push(format!("{title}: {e}"));
+            continue;
+        }
+        match prom.query(e) {
+            Err(err) => failed.push(format!("{title}: {e}: error {err}")),
+            Ok(d) if vector(&d).is_empty() => failed.push(format!("{title}: {e}: no series")),
+            Ok(_) => {}
+        }
+    }
+    if !unchecked.is_empty() {
+        eprintln!("not checked (mrc-coll has no --metrics here): {unchecked:#?}");
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} dashboard expressions failed:\n{}",
+        failed.len(),
+        exprs.len(),
+        failed.join("\n")
+    );
+}
+
+/// (c) `promtool check metrics` on a scrape of mrc-perf's exposition reports no problem.
+#[test]
+fn promtool_finds_no_lint_in_the_exposition() {
+    let Some(promtool) = tool("promtool_finds_no_lint_in_the_exposition", PROMTOOL) else {
+        return;
+    };
+    let addr = free_addr();
+    let _run = start(
+        env!("CARGO_BIN_EXE_mrc-perf"),
+        &[
+            "write_bw",
+            "--backend",
+            "mem",
+            "-D",
+            "1",
+            "--run_infinitely",
+        ],
+        &addr,
+    );
+    let deadline = Instant::now() + Duration::from_mins(1);
+    let body = loop {
+        match http_get(&addr, "/metrics") {
+            Ok((200, b)) if b.contains("mrc_port_rcv_data_bytes_total{") => break b,
+            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            r => panic!("no metrics from {addr}: {r:?}"),
+        }
+    };
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut check.stdin.take().unwrap(), body.as_bytes()).unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {:?}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// dashboards/mrc-alerts.yml: `promtool check rules` passes, and so do its unit tests
+/// (dashboards/mrc-alerts.test.yml: each alert fires on its series, with its exact labels and
+/// annotations, and stays quiet on the others).
+#[test]
+fn alert_rules_check_and_pass_their_unit_tests() {
+    let Some(promtool) = tool("alert_rules_check_and_pass_their_unit_tests", PROMTOOL) else {
+        return;
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards");
+    for args in [
+        ["check", "rules", "mrc-alerts.yml"],
+        ["test", "rules", "mrc-alerts.test.yml"],
+    ] {
+        let out = Command::new(&promtool)
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {}: {:?}\n{}{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_dashboard_names_its_variables() {
+    let exprs = dashboard_exprs();
+    for v in ["host", "test", "plane"] {
+        assert!(
+            exprs.iter().any(|(t, _)| t == &format!("variable \"{v}\"")),
+            "no {v} variable: {exprs:?}"
+        );
+    }
+}
+
+/// The harness's Pushgateway path: a group pushed to a Pushgateway reaches a Prometheus that
+/// scrapes it with `honor_labels`, with the pushed `job` and `instance`; deleting the group
+/// removes it from the Pushgateway.
+#[test]
+fn a_pushed_group_reaches_prometheus_through_the_pushgateway() {
+    let test = "a_pushed_group_reaches_prometheus_through_the_pushgateway";
+    let Some(gw) = Pushgateway::start(test) else {
+        return;
+    };
+    let Some(prom) = Prometheus::start(test, &[Target::Pushgateway(gw.addr().to_owned())]) else {
+        return;
+    };
+    let group = "/metrics/job/mrc-perf/instance/h3test";
+    let body = "# TYPE mrc_port_rcv_data_bytes_total counter\nmrc_port_rcv_data_bytes_total{host=\"h1\",plane=\"0\",test=\"write_bw\"} 4096\n";
+    let (status, answer) = http_send(gw.addr(), "PUT", group, body).unwrap();
+    assert!(
+        (200..300).contains(&status),
+        "{status}: {answer}\n{}",
+        gw.log()
+    );
+    assert!(gw.metrics().contains("instance=\"h3test\""));
+    let expr = "mrc_port_rcv_data_bytes_total{job=\"mrc-perf\",instance=\"h3test\",plane=\"0\"}";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = vector(&prom.query(expr).unwrap());
+        if let Some((_, x)) = v.first() {
+            assert_eq!(*x, 4096.0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{expr}: nothing\n{}", prom.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, _) = http_send(gw.addr(), "DELETE", group, "").unwrap();
+    assert!((200..300).contains(&status));
+    assert!(!gw.metrics().contains("instance=\"h3test\""));
+}
