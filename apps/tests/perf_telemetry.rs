@@ -3,112 +3,16 @@
 //! started on 127.0.0.1 on free ports with a temporary directory, killed and removed after.
 
 use std::io::Read as _;
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-const GATEWAY: &str = "/usr/bin/prometheus-pushgateway";
 const PROMTOOL: &str = "/usr/bin/promtool";
 
-/// A temporary directory, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let d = std::env::temp_dir().join(format!("mrc-telemetry-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Self(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A Pushgateway on a free port; killed when dropped.
-struct Gateway {
-    child: Child,
-    port: u16,
-    _dir: TempDir,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Gateway {
-    fn start(tag: &str) -> Option<Self> {
-        if !Path::new(GATEWAY).exists() {
-            mrc_tests::skip(
-                tag,
-                "needs prometheus-pushgateway (apt install prometheus-pushgateway)",
-            );
-            return None;
-        }
-        let dir = TempDir::new(tag);
-        let port = free_port();
-        let child = Command::new(GATEWAY)
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg(format!(
-                "--persistence.file={}",
-                dir.0.join("persist").display()
-            ))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the pushgateway starts");
-        let g = Self {
-            child,
-            port,
-            _dir: dir,
-        };
-        let t0 = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "the gateway never listened"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Some(g)
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// The gateway's own `GET /metrics`.
-    fn metrics(&self) -> String {
-        use std::io::Write as _;
-        let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(c, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-        let mut s = String::new();
-        c.read_to_string(&mut s).unwrap();
-        assert!(
-            s.starts_with("HTTP/1.0 200") || s.starts_with("HTTP/1.1 200"),
-            "{s}"
-        );
-        s
-    }
-}
+use mrc_tests::free_port;
+use mrc_tests::prometheus::{Pushgateway as Gateway, TempDir};
 
 /// Run mrc-perf to its end (killed, and the test failed, after a minute).
 fn perf(args: &[&str]) -> Output {

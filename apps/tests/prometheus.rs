@@ -182,20 +182,32 @@ fn dashboard_exprs() -> Vec<(String, String)> {
 fn every_dashboard_expression_returns_series() {
     let bw = free_addr();
     let lat = free_addr();
-    // TODO(lead, issue 17): mrc-coll --metrics comes from the mrc-coll helper; after the merge,
-    // add an mrc-coll run here (`mrc-coll all_reduce ... --metrics ADDR`, its address in the
-    // targets) so the mrc-coll panels (busbw per size, #wrong) are checked too. Until then
-    // their expressions are listed as not checked, not failed, when mrc-coll lacks --metrics.
-    let coll_has_metrics = Command::new(env!("CARGO_BIN_EXE_mrc-coll"))
-        .arg("--help")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--metrics"));
+    let coll = free_addr();
     let Some(prom) = Prometheus::start(
         "every_dashboard_expression_returns_series",
-        &[Target::Static(vec![bw.clone(), lat.clone()])],
+        &[Target::Static(vec![bw.clone(), lat.clone(), coll.clone()])],
     ) else {
         return;
     };
+    // mrc-coll's panels: a short all_reduce sweep whose endpoint stays up with its final
+    // lines (`--metrics-linger`) while Prometheus scrapes.
+    let _coll = start(
+        env!("CARGO_BIN_EXE_mrc-coll"),
+        &[
+            "all_reduce",
+            "--backend",
+            "mem",
+            "--ranks",
+            "3",
+            "-b",
+            "1K",
+            "-e",
+            "16K",
+            "--metrics-linger",
+            "60s",
+        ],
+        &coll,
+    );
     let perf = env!("CARGO_BIN_EXE_mrc-perf");
     let _bw = start(
         perf,
@@ -225,22 +237,14 @@ fn every_dashboard_expression_returns_series() {
     // Enough samples for a 1s rate window.
     std::thread::sleep(Duration::from_secs(3));
     let mut failed = Vec::new();
-    let mut unchecked = Vec::new();
     let exprs = dashboard_exprs();
     assert!(exprs.len() >= 10, "{exprs:?}");
     for (title, e) in &exprs {
-        if e.contains("mrc_coll_") && !coll_has_metrics {
-            unchecked.push(format!("{title}: {e}"));
-            continue;
-        }
         match prom.query(e) {
             Err(err) => failed.push(format!("{title}: {e}: error {err}")),
             Ok(d) if vector(&d).is_empty() => failed.push(format!("{title}: {e}: no series")),
             Ok(_) => {}
         }
-    }
-    if !unchecked.is_empty() {
-        eprintln!("not checked (mrc-coll has no --metrics here): {unchecked:#?}");
     }
     assert!(
         failed.is_empty(),
@@ -348,27 +352,50 @@ fn a_pushed_group_reaches_prometheus_through_the_pushgateway() {
     let Some(prom) = Prometheus::start(test, &[Target::Pushgateway(gw.addr().to_owned())]) else {
         return;
     };
-    let group = "/metrics/job/mrc-perf/instance/h3test";
-    let body = "# TYPE mrc_port_rcv_data_bytes_total counter\nmrc_port_rcv_data_bytes_total{host=\"h1\",plane=\"0\",test=\"write_bw\"} 4096\n";
-    let (status, answer) = http_send(gw.addr(), "PUT", group, body).unwrap();
+    // A short run (the simulator, the default backend) pushes its final counters.
+    let dir = mrc_tests::prometheus::TempDir::new("prompush");
+    let json = dir.0.join("run.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_mrc-perf"))
+        .args(["write_bw", "-n", "300", "--no-live", "--push", &gw.url()])
+        .args(["--push-instance", "ci-run", "--out_json_file"])
+        .arg(&json)
+        .output()
+        .expect("mrc-perf runs");
     assert!(
-        (200..300).contains(&status),
-        "{status}: {answer}\n{}",
-        gw.log()
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert!(gw.metrics().contains("instance=\"h3test\""));
-    let expr = "mrc_port_rcv_data_bytes_total{job=\"mrc-perf\",instance=\"h3test\",plane=\"0\"}";
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let want: Vec<f64> = report["planes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rx_bytes"].as_f64().unwrap())
+        .collect();
+    assert!(want.iter().all(|&b| b > 0.0), "{want:?}");
+    // Prometheus, scraping the gateway, sees them with the run's job and instance.
+    let expr = "sum by (plane) (mrc_port_rcv_data_bytes_total{job=\"mrc-perf\",instance=\"ci-run\",test=\"write_bw\"})";
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let got = loop {
         let v = vector(&prom.query(expr).unwrap());
-        if let Some((_, x)) = v.first() {
-            assert_eq!(*x, 4096.0);
-            break;
+        if v.len() == want.len() {
+            break v;
         }
-        assert!(Instant::now() < deadline, "{expr}: nothing\n{}", prom.log());
+        assert!(Instant::now() < deadline, "{expr}: {v:?}\n{}", prom.log());
         std::thread::sleep(Duration::from_millis(50));
+    };
+    for (labels, x) in &got {
+        let plane: usize = labels["plane"].as_str().unwrap().parse().unwrap();
+        assert_eq!(
+            *x, want[plane],
+            "plane {plane}: {got:?} against the JSON's {want:?}"
+        );
     }
+    // Deleting the group (what --push-delete does at the end of a run) removes it.
+    let group = "/metrics/job/mrc-perf/instance/ci-run";
     let (status, _) = http_send(gw.addr(), "DELETE", group, "").unwrap();
     assert!((200..300).contains(&status));
-    assert!(!gw.metrics().contains("instance=\"h3test\""));
+    assert!(!gw.metrics().contains("instance=\"ci-run\""));
 }

@@ -91,10 +91,10 @@ pub fn urlencode(s: &str) -> String {
 
 /// A temporary directory, deleted on drop.
 #[derive(Debug)]
-struct TempDir(PathBuf);
+pub struct TempDir(pub PathBuf);
 
 impl TempDir {
-    fn new(tag: &str) -> Self {
+    pub fn new(tag: &str) -> Self {
         let d = std::env::temp_dir().join(crate::unique(tag));
         std::fs::create_dir_all(&d).expect("a temporary directory");
         Self(d)

@@ -31,8 +31,8 @@ use mrc_transport::Duration;
 
 use crate::faults::{FaultSpec, describe, schedule};
 use crate::metrics::coll::lines as coll_lines;
-use crate::metrics::telemetry::Telemetry;
 use crate::metrics::counters::Snapshot;
+use crate::metrics::telemetry::Telemetry;
 use crate::perf::nic_backend::host_counters;
 use crate::{out, outln, usage};
 use cli::Args;
@@ -294,9 +294,7 @@ fn run_sim(args: &Args, opts: &BenchOpts, tele: Option<&Telemetry>) -> anyhow::R
     let mut watch =
         |sim: &mrc_sim::Sim, hosts: &[u32], qpns: &[Vec<mrc_transport::verbs::Qpn>], last: bool| {
             if let Some(t) = tele
-                && (last
-                    || published
-                        .is_none_or(|p| p.elapsed() >= sample_period(tele)))
+                && (last || published.is_none_or(|p| p.elapsed() >= sample_period(tele)))
             {
                 let mut snap = crate::perf::sim_backend::snapshot(sim, hosts, qpns);
                 for (r, h) in snap.hosts.iter_mut().enumerate() {

@@ -11,7 +11,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-
 /// One placement of one measured line of the table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollLine {
@@ -123,6 +122,7 @@ pub fn fill(reg: &mut Registry, lines: &[CollLine]) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Exporter;
     use super::*;
 
     fn line(place: &'static str, busbw: f64, wrong: Option<u64>) -> CollLine {

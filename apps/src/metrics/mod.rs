@@ -11,8 +11,8 @@
 
 pub mod coll;
 pub mod counters;
-pub mod push;
 pub mod latency;
+pub mod push;
 pub mod server;
 pub mod telemetry;
 pub mod textfile;

@@ -33,7 +33,7 @@ pub struct TelemetryArgs {
     pub metrics: Option<String>,
     /// With --metrics: keep the endpoint up this long after the run (e.g. 5s), so a
     /// scraper sees the final values.
-    #[arg(long = "metrics-linger", requires = "metrics")]
+    #[arg(long = "metrics-linger")]
     pub metrics_linger: Option<String>,
     /// Push the metrics to this Prometheus Pushgateway (http://HOST:PORT[/PATH]) at the end
     /// (and every --push-every).
@@ -116,6 +116,9 @@ impl TelemetryArgs {
         simulated: bool,
     ) -> anyhow::Result<TelemetryConfig> {
         let metrics = self.metrics.as_deref().map(resolve_metrics).transpose()?;
+        if let (None, Some(t)) = (&self.metrics, &self.metrics_linger) {
+            anyhow::bail!("--metrics-linger {t}: give --metrics ADDR too, or leave it out");
+        }
         let metrics_linger = self
             .metrics_linger
             .as_deref()

@@ -98,9 +98,14 @@ fn observe_latency(e: &Exporter, o: &SizeOutcome) {
             .iter()
             .zip(sending)
             .filter(|(_, s)| **s)
-            .flat_map(|(r, _)| r.rtts_ns.iter().map(|&ns| ns as f64 / 2e9));
+            .flat_map(|(r, _)| one_way_seconds(&r.rtts_ns));
         e.latency.observe(&format!("h{host}"), rtts);
     }
+}
+
+/// Round trips (ns) as one-way latencies (s): half, as the table's t_typical.
+pub fn one_way_seconds(rtts_ns: &[u64]) -> impl Iterator<Item = f64> + '_ {
+    rtts_ns.iter().map(|&ns| ns as f64 / 2e9)
 }
 
 /// Run every size, print the tables (and JSON), return what happened.

@@ -19,8 +19,9 @@ use super::app::{PerfApp, SharedApp, lock};
 use super::backend::{BUFFER_IOVA, Hooks, Sampling, apply_profiles, host_memory, layout};
 use super::check::SharedDest;
 use super::live::Live;
+use super::one_way_seconds;
 use super::report::Periods;
-use super::settings::Settings;
+use super::settings::{Settings, TestKind};
 use crate::metrics::counters::{HostCounters, Snapshot};
 
 /// The PSNs the QPs of each side start at (client, server).
@@ -210,7 +211,16 @@ pub fn drive(
         }
         if s.run_infinitely {
             let delivered = snapshot(now)?.delivered_bytes();
-            periods.report(s, size, apps, now.as_nanos() as u64, delivered);
+            let rtts = periods.report(s, size, apps, now.as_nanos() as u64, delivered);
+            if let Some(t) = &hooks.telemetry
+                && s.test == TestKind::WriteLat
+            {
+                for (h, r) in rtts.iter().enumerate() {
+                    t.exporter()
+                        .latency
+                        .observe(&format!("h{h}"), one_way_seconds(r));
+                }
+            }
             std::thread::sleep(StdDuration::from_nanos(period.0));
         }
     }

@@ -485,6 +485,8 @@ impl Periods {
     /// Print the line of the period that ends at `now_ns`, when the receivers had placed
     /// `delivered_bytes` of payload in all (counted per packet: completions come one per `-Q`
     /// messages, and a period that ends between two would swing by `-Q` messages).
+    /// Returns the period's round trips (ns) of each app, in the order of `apps` (write_lat's
+    /// latency histogram).
     pub fn report(
         &mut self,
         s: &Settings,
@@ -492,19 +494,23 @@ impl Periods {
         apps: &[Arc<Mutex<PerfApp>>],
         now_ns: u64,
         delivered_bytes: u64,
-    ) {
+    ) -> Vec<Vec<u64>> {
         let mut rtts = Vec::new();
+        let mut per_app = Vec::with_capacity(apps.len());
         let mut k = 0;
         for a in apps {
             let app = lock(a);
+            let mut mine = Vec::new();
             for r in app.records() {
                 if self.last_rtts.len() <= k {
                     self.last_rtts.push(0);
                 }
-                rtts.extend_from_slice(&r.rtts_ns[self.last_rtts[k]..]);
+                mine.extend_from_slice(&r.rtts_ns[self.last_rtts[k]..]);
                 self.last_rtts[k] = r.rtts_ns.len();
                 k += 1;
             }
+            rtts.extend_from_slice(&mine);
+            per_app.push(mine);
         }
         let bytes = delivered_bytes.saturating_sub(self.last_bytes);
         let report = PeriodReport {
@@ -520,5 +526,6 @@ impl Periods {
         if report.period_ns > 0 {
             print_period(s, &report);
         }
+        per_app
     }
 }

@@ -19,9 +19,10 @@ use super::backend::{
 };
 use super::check::SharedDest;
 use super::live::Live;
+use super::one_way_seconds;
 use super::plan::{ends, load_plan};
 use super::report::Periods;
-use super::settings::{CcChoice, Settings};
+use super::settings::{CcChoice, Settings, TestKind};
 use crate::faults;
 use crate::metrics::counters::{HostCounters, Snapshot};
 
@@ -246,7 +247,17 @@ impl SimBackend {
                 t.sample(&snap);
             }
             if s.run_infinitely {
-                periods.report(s, size, &apps, sim.now().as_nanos(), snap.delivered_bytes());
+                let rtts =
+                    periods.report(s, size, &apps, sim.now().as_nanos(), snap.delivered_bytes());
+                if let Some(t) = &hooks.telemetry
+                    && s.test == TestKind::WriteLat
+                {
+                    for (h, r) in hosts.iter().zip(&rtts) {
+                        t.exporter()
+                            .latency
+                            .observe(&format!("h{h}"), one_way_seconds(r));
+                    }
+                }
             }
         };
         if s.run_infinitely {
