@@ -149,16 +149,81 @@ fn assert_exact(rows: &[Value], sizes: &[u64], all: &str) {
     }
 }
 
-/// `mpirun -np 4 BIN all_reduce --backend dpdk ...` with the switch; the table's rows.
+/// `mpirun -np 4 BIN all_reduce --backend dpdk ...` with the switch; the table's rows. Every
+/// rank also writes its counters to a textfile (`--metrics-textfile`), checked here: each
+/// rank's own engine counters and the table's lines, one file per rank.
 fn mpirun_all_reduce(bin: &Path, tag: &str) -> (String, Vec<Value>) {
-    mpirun_coll(
+    let dir = mrc_tests::prometheus::TempDir::new("coll-textfile");
+    let d = dir.0.to_str().unwrap().to_owned();
+    let (all, rows) = mpirun_coll(
         bin,
         tag,
         "all_reduce",
         &[
-            "-b", "8", "-e", "256K", "-f", "8", "-n", "3", "-w", "1", "-c", "1",
+            "-b",
+            "8",
+            "-e",
+            "256K",
+            "-f",
+            "8",
+            "-n",
+            "3",
+            "-w",
+            "1",
+            "-c",
+            "1",
+            "--metrics-textfile",
+            &d,
         ],
-    )
+    );
+    assert_rank_textfiles(&dir.0, 4, &all);
+    (all, rows)
+}
+
+/// The value of every sample of `name` whose labels hold all of `labels`.
+fn samples(text: &str, name: &str, labels: &[&str]) -> Vec<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// Rank r's DIR/mrc-coll-rR.prom: its engine counters under `host="hR"` (it received data),
+/// no other rank's, and every line of the table with no wrong element.
+fn assert_rank_textfiles(dir: &Path, ranks: usize, all: &str) {
+    for r in 0..ranks {
+        let path = dir.join(format!("mrc-coll-r{r}.prom"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{all}", path.display()));
+        let host = format!("host=\"h{r}\"");
+        let rx: f64 = samples(&text, "mrc_port_rcv_data_bytes_total", &[&host])
+            .iter()
+            .sum();
+        assert!(rx > 0.0, "rank {r} received nothing:\n{text}");
+        assert!(
+            text.lines()
+                .filter(|l| l.starts_with("mrc_port_"))
+                .all(|l| l.contains(&host)),
+            "rank {r}'s file holds another rank's counters:\n{text}"
+        );
+        for size in SIZES {
+            for place in ["out", "in"] {
+                let lb = [format!("size=\"{size}\""), format!("place=\"{place}\"")];
+                let lb: Vec<&str> = lb.iter().map(String::as_str).collect();
+                let busbw = samples(&text, "mrc_coll_busbw_bytes_per_second", &lb);
+                assert!(
+                    busbw.len() == 1 && busbw[0] > 0.0,
+                    "rank {r}, {size} B {place}: {busbw:?}\n{text}"
+                );
+                assert_eq!(
+                    samples(&text, "mrc_coll_wrong_elements_total", &lb),
+                    [0.0],
+                    "rank {r}, {size} B {place}"
+                );
+            }
+        }
+    }
 }
 
 /// `mpirun -np 4 BIN COLL --backend dpdk ARGS` with the switch; the table's rows.

@@ -8,15 +8,21 @@
 //!      ranks mpirun put in the environment) ─► mrc_coll::backend::dpdk::run_rank ─► rank 0 prints
 //! ```
 
-use super::timed_ops;
+use super::{sample_period, timed_ops};
 use crate::metrics::coll::lines as coll_lines;
+use crate::metrics::counters::Snapshot;
 use crate::metrics::telemetry::Telemetry;
+use crate::perf::nic_backend::host_counters;
 use std::net::{SocketAddr, ToSocketAddrs as _};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
 
 use anyhow::Context as _;
 use mrc_coll::BenchOpts;
-use mrc_coll::backend::dpdk::{DpdkRankOpts, eal_args, memif_rank_eal, memif_switch_eal, run_rank};
+use mrc_coll::backend::dpdk::{
+    DpdkRankOpts, eal_args, memif_rank_eal, memif_switch_eal, run_rank_watched,
+};
 use mrc_coll::backend::switch::{self, SwitchOpts};
 use mrc_coll::backend::{fold_all, program_opts};
 use mrc_coll::bootstrap::tcp::TcpBootstrap;
@@ -142,7 +148,7 @@ fn bootstrap(
 pub fn run_dpdk(
     args: &Args,
     opts: &BenchOpts,
-    tele: Option<&Telemetry>,
+    tele: Option<&Arc<Telemetry>>,
 ) -> anyhow::Result<Outcome> {
     let (eal, switch) = fabric(args)?;
     let (rank, n, mpirun) = ranks(args)?;
@@ -164,7 +170,7 @@ pub fn run_dpdk(
             .collect();
         crate::out!("{}", preamble(opts, &devices));
         outln!("# Bootstrap: {how}");
-        printer = Some(Printer::new(&rows).with_metrics(tele, opts));
+        printer = Some(Printer::new(&rows).with_metrics(tele.map(|t| &**t), opts));
     }
     let ropts = DpdkRankOpts {
         eal: eal_args(&eal, rank),
@@ -173,7 +179,28 @@ pub fn run_dpdk(
         deadline: RUN_DEADLINE,
         connect_timeout: CONNECT_TIMEOUT,
     };
-    let run = run_rank(boot.as_mut(), &ropts, &rows, &program_opts(opts, false));
+    let planes = mrc_dpdk::eal_port_names(&ropts.eal).len() as u8;
+    // With a sink: this rank's engine counters, sampled on a thread of their own while the
+    // program runs, and once more when it has ended (NIC still up).
+    let mut on_nic = |h: &mrc_nic::NicHandle, q: &[mrc_transport::verbs::Qpn]| -> Box<dyn Send> {
+        match tele {
+            Some(t) => Box::new(Sampler::start(
+                t.clone(),
+                h.clone(),
+                q.to_vec(),
+                rank,
+                planes,
+            )),
+            None => Box::new(()),
+        }
+    };
+    let run = run_rank_watched(
+        boot.as_mut(),
+        &ropts,
+        &rows,
+        &program_opts(opts, false),
+        &mut on_nic,
+    );
     let run = match run {
         Ok(r) => r,
         Err(e) => {
@@ -252,4 +279,58 @@ pub fn run_switch(args: &Args) -> anyhow::Result<Outcome> {
         lines: Vec::new(),
         ok: stats.ranks_stopped == ranks,
     })
+}
+
+/// Samples one rank's engine counters into its sinks every `--sample-every` (100 ms by
+/// default) on its own thread; the last sample is taken when it is dropped.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sampler {
+    fn start(
+        tele: Arc<Telemetry>,
+        nic: mrc_nic::NicHandle,
+        qpns: Vec<mrc_transport::verbs::Qpn>,
+        rank: usize,
+        planes: u8,
+    ) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let every = sample_period(Some(&tele));
+        let thread = std::thread::Builder::new()
+            .name(format!("mrc-coll-sample{rank}"))
+            .spawn(move || {
+                let start = std::time::Instant::now();
+                let sample = || {
+                    if let Ok(h) = host_counters(rank as u32, &nic, planes, &qpns) {
+                        tele.sample(&Snapshot {
+                            at_ns: start.elapsed().as_nanos() as u64,
+                            hosts: vec![h],
+                        });
+                    }
+                };
+                let mut next = start;
+                while !flag.load(Ordering::Relaxed) {
+                    if std::time::Instant::now() >= next {
+                        sample();
+                        next += every;
+                    }
+                    std::thread::sleep(every.min(StdDuration::from_millis(10)));
+                }
+                sample();
+            })
+            .ok();
+        Self { stop, thread }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }

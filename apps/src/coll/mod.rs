@@ -18,6 +18,7 @@ pub mod dpdk;
 pub mod setup;
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use mrc_coll::backend::sim::{MidRun, SimBackend, SimBackendError, default_plan};
@@ -57,8 +58,8 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let backend = Backend::of(args)?;
     let tele = telemetry(args, backend, opts.coll.name())?;
     let out = match backend {
-        Backend::Sim => run_sim(args, &opts, tele.as_ref()),
-        Backend::Mem => run_mem(args, &opts, tele.as_ref()),
+        Backend::Sim => run_sim(args, &opts, tele.as_deref()),
+        Backend::Mem => run_mem(args, &opts, tele.as_deref()),
         Backend::Dpdk => dpdk::run_dpdk(args, &opts, tele.as_ref()),
     };
     if let Some(t) = tele {
@@ -73,26 +74,28 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
 /// `--metrics-textfile`, `--sample-every`, `--metrics-linger`). The Pushgateway instance is
 /// `HOSTNAME-rRANK` (every rank pushes its own group; sim and mem run every rank in one
 /// process: `HOSTNAME-r0`).
-fn telemetry(args: &Args, backend: Backend, test: &str) -> anyhow::Result<Option<Telemetry>> {
+fn telemetry(args: &Args, backend: Backend, test: &str) -> anyhow::Result<Option<Arc<Telemetry>>> {
     let rank = match backend {
         Backend::Dpdk => dpdk::ranks(args)?.0,
         Backend::Sim | Backend::Mem => 0,
     };
     let instance = format!("{}-r{rank}", crate::metrics::telemetry::hostname());
-    let cfg = args
+    let mut cfg = args
         .telemetry
         .config("mrc-coll", &instance, backend == Backend::Sim)
         .map_err(|e| usage!("{e}"))?;
+    // One file per rank: the ranks of one machine share its textfile directory.
+    cfg.textfile_name = format!("mrc-coll-r{rank}.prom");
     if !cfg.any_sink() {
         return Ok(None);
     }
-    Telemetry::start(&cfg, &[("test", test)]).map(Some)
+    Telemetry::start(&cfg, &[("test", test)]).map(|t| Some(Arc::new(t)))
 }
 
 /// How often the engine counters are sampled while a line runs: `--sample-every`, or every
 /// 100 ms (wall time; the simulator samples between its segments of simulated time, at most
 /// this often in wall time).
-fn sample_period(tele: Option<&Telemetry>) -> std::time::Duration {
+pub fn sample_period(tele: Option<&Telemetry>) -> std::time::Duration {
     match tele {
         None => std::time::Duration::MAX,
         Some(t) => t
@@ -161,7 +164,7 @@ pub struct Printer<'a> {
     rows: &'a [Row],
     lines: Vec<[Option<LineResult>; 2]>,
     /// `--metrics`: the exporter the lines go to, and the operations timed per line.
-    metrics: Option<(std::sync::Arc<crate::metrics::Exporter>, u64)>,
+    metrics: Option<(Arc<crate::metrics::Exporter>, u64)>,
 }
 
 impl<'a> Printer<'a> {

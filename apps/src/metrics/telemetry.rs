@@ -82,6 +82,8 @@ pub struct TelemetryConfig {
     pub push_instance: String,
     pub push_delete: bool,
     pub textfile: Option<PathBuf>,
+    /// The file written in `textfile` (mrc-perf: `mrc.prom`; mrc-coll: `mrc-coll-rRANK.prom`).
+    pub textfile_name: String,
     /// `--sample-every` (`None`: the tool's default period).
     pub sample_every: Option<Duration>,
     /// The counters advance in simulated time.
@@ -159,7 +161,7 @@ impl TelemetryArgs {
         }
         let textfile = match &self.metrics_textfile {
             Some(d) => {
-                Textfile::new(d).map_err(|e| anyhow::anyhow!(e))?;
+                Textfile::new(d, super::textfile::FILE).map_err(|e| anyhow::anyhow!(e))?;
                 Some(d.clone())
             }
             None => None,
@@ -193,6 +195,7 @@ impl TelemetryArgs {
                 .unwrap_or_else(|| instance.to_owned()),
             push_delete: self.push_delete,
             textfile,
+            textfile_name: super::textfile::FILE.to_owned(),
             sample_every,
             simulated,
         })
@@ -355,7 +358,9 @@ impl Telemetry {
             None => None,
         };
         let textfile = match &config.textfile {
-            Some(d) => Some(Textfile::new(d).map_err(|e| crate::usage!("{e}"))?),
+            Some(d) => {
+                Some(Textfile::new(d, &config.textfile_name).map_err(|e| crate::usage!("{e}"))?)
+            }
             None => None,
         };
         let pusher = config

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use mrc_nic::io::dpdk::{DpdkIo, DpdkPorts};
 use mrc_nic::io::mem::router_mac;
 use mrc_nic::{AppDriver, IdlePolicy, NextHop, Nic, NicConfig, NicError};
-use mrc_transport::verbs::QpCap;
+use mrc_transport::verbs::{QpCap, Qpn};
 
 use super::nic::{RankInfo, RankNic, endpoint_config, peers_of};
 use super::{BufferSizes, pairs};
@@ -187,6 +187,23 @@ pub fn run_rank(
     rows: &[Row],
     popts: &ProgramOpts,
 ) -> Result<DpdkRun, DpdkBackendError> {
+    run_rank_watched(boot, opts, rows, popts, &mut |_, _| Box::new(()))
+}
+
+/// What [`run_rank_watched`] calls once the rank's QPs exist: it gets the rank's NIC and
+/// QPs (e.g. to sample their counters on a thread of its own) and returns a guard, dropped
+/// once the program has ended and before the NIC stops (a sampler takes its last sample
+/// and joins there).
+pub type OnNic<'a> = &'a mut dyn FnMut(&mrc_nic::NicHandle, &[Qpn]) -> Box<dyn Send>;
+
+/// As [`run_rank`], with `on_nic` told of the rank's NIC and QPs.
+pub fn run_rank_watched(
+    boot: &mut dyn Bootstrap,
+    opts: &DpdkRankOpts,
+    rows: &[Row],
+    popts: &ProgramOpts,
+    on_nic: OnNic<'_>,
+) -> Result<DpdkRun, DpdkBackendError> {
     let rank = boot.rank();
     let names = mrc_dpdk::eal_port_names(&opts.eal);
     if names.is_empty() || names.len() > 8 {
@@ -218,7 +235,7 @@ pub fn run_rank(
     cfg.idle = IdlePolicy::Yield { after: 64 };
     let (nic, handle) = Nic::spawn(cfg, io).map_err(nic_err)?;
     let mut nic = Some(nic);
-    let result = run_program(boot, opts, &handle, rows, popts);
+    let result = run_program(boot, opts, &handle, rows, popts, on_nic);
     // Teardown in memif's order, whatever happened: stop polling, tell the switch, wait for
     // it to close the server side, then close.
     let exit = nic.take().and_then(|n| n.shutdown().ok());
@@ -257,6 +274,7 @@ fn run_program(
     handle: &mrc_nic::NicHandle,
     rows: &[Row],
     popts: &ProgramOpts,
+    on_nic: OnNic<'_>,
 ) -> Result<Vec<RankReport>, DpdkBackendError> {
     let (rank, n) = (boot.rank(), boot.size());
     let nic_err = |source| DpdkBackendError::Nic { rank, source };
@@ -281,6 +299,7 @@ fn run_program(
             i.rank
         )));
     }
+    let watcher = on_nic(handle, &me.qpns());
     let links = me.connect(&infos).map_err(nic_err)?;
     let until = Instant::now() + opts.connect_timeout;
     while !handle.ports().map_err(nic_err)?.iter().all(|p| p.usable) {
@@ -309,6 +328,7 @@ fn run_program(
     }
     // Peers' last ACKs come from this NIC: it polls until every rank is done.
     let reports = unjson(&boot.all_gather(&json(&mine))?, "report")?;
+    drop(watcher);
     drop(me);
     Ok(reports)
 }
