@@ -180,24 +180,16 @@ fn mpirun_all_reduce(bin: &Path, tag: &str) -> (String, Vec<Value>) {
     (all, rows)
 }
 
-/// The value of every sample of `name` whose labels hold all of `labels`.
-fn samples(text: &str, name: &str, labels: &[&str]) -> Vec<f64> {
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")))
-        .filter(|l| labels.iter().all(|x| l.contains(x)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
-        .collect()
-}
-
 /// Rank r's DIR/mrc-coll-rR.prom: its engine counters under `host="hR"` (it received data),
 /// no other rank's, and every line of the table with no wrong element.
 fn assert_rank_textfiles(dir: &Path, ranks: usize, all: &str) {
+    use mrc_tests::prometheus::values;
     for r in 0..ranks {
         let path = dir.join(format!("mrc-coll-r{r}.prom"));
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("{}: {e}\n{all}", path.display()));
         let host = format!("host=\"h{r}\"");
-        let rx: f64 = samples(&text, "mrc_port_rcv_data_bytes_total", &[&host])
+        let rx: f64 = values(&text, "mrc_port_rcv_data_bytes_total", &[&host])
             .iter()
             .sum();
         assert!(rx > 0.0, "rank {r} received nothing:\n{text}");
@@ -211,13 +203,13 @@ fn assert_rank_textfiles(dir: &Path, ranks: usize, all: &str) {
             for place in ["out", "in"] {
                 let lb = [format!("size=\"{size}\""), format!("place=\"{place}\"")];
                 let lb: Vec<&str> = lb.iter().map(String::as_str).collect();
-                let busbw = samples(&text, "mrc_coll_busbw_bytes_per_second", &lb);
+                let busbw = values(&text, "mrc_coll_busbw_bytes_per_second", &lb);
                 assert!(
                     busbw.len() == 1 && busbw[0] > 0.0,
                     "rank {r}, {size} B {place}: {busbw:?}\n{text}"
                 );
                 assert_eq!(
-                    samples(&text, "mrc_coll_wrong_elements_total", &lb),
+                    values(&text, "mrc_coll_wrong_elements_total", &lb),
                     [0.0],
                     "rank {r}, {size} B {place}"
                 );

@@ -2,40 +2,13 @@
 //! and of `mrc-perf write_lat --metrics` (the latency histogram), scraped after the last
 //! line while `--metrics-linger` keeps it up.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// Kills the run however the test ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn scrape(addr: &str) -> String {
-    let mut c = TcpStream::connect(addr).expect("the metrics endpoint accepts");
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(c, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    assert!(s.starts_with("HTTP/1.0 200 OK"), "{s}");
-    s
-}
-
-/// The series of `name` (exactly, labels following) whose labels contain all of `labels`.
-fn values(text: &str, name: &str, labels: &[&str]) -> Vec<f64> {
-    text.lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
-        .filter(|l| labels.iter().all(|x| l.contains(x)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
-        .collect()
-}
+use mrc_tests::Running;
+use mrc_tests::prometheus::{scrape, values};
 
 fn value(text: &str, name: &str, labels: &[&str]) -> f64 {
     match values(text, name, labels)[..] {

@@ -1,38 +1,16 @@
 //! The Prometheus endpoint during a run: scrape `mrc-perf --metrics` twice while it runs and
 //! find the per-plane, per-QP and per-EV counters there and moving.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Kills the run however the test ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn scrape(addr: &str) -> String {
-    let mut c = TcpStream::connect(addr).expect("the metrics endpoint accepts");
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(c, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    assert!(s.starts_with("HTTP/1.0 200 OK"), "{s}");
-    s
-}
+use mrc_tests::Running;
+use mrc_tests::prometheus::{scrape, values};
 
 /// The value of the first series of `name` whose labels contain every one of `labels`.
 fn value(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
-    text.lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
-        .find(|l| labels.iter().all(|x| l.contains(x)))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
+    values(text, name, labels).first().copied()
 }
 
 #[test]

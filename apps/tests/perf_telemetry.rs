@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 const PROMTOOL: &str = "/usr/bin/promtool";
 
 use mrc_tests::free_port;
-use mrc_tests::prometheus::{Pushgateway as Gateway, TempDir};
+use mrc_tests::prometheus::{Pushgateway as Gateway, TempDir, values};
 
 /// Run mrc-perf to its end (killed, and the test failed, after a minute).
 fn perf(args: &[&str]) -> Output {
@@ -49,15 +49,6 @@ fn perf(args: &[&str]) -> Output {
         stdout: out.join().unwrap(),
         stderr: err.join().unwrap(),
     }
-}
-
-/// The values of every series of `name` whose labels contain every one of `labels`.
-fn values(text: &str, name: &str, labels: &[&str]) -> Vec<f64> {
-    text.lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
-        .filter(|l| labels.iter().all(|x| l.contains(x)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
-        .collect()
 }
 
 fn json(path: &Path) -> serde_json::Value {

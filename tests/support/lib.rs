@@ -77,6 +77,18 @@ impl Drop for Proc {
     }
 }
 
+/// A child the test reads from itself (its pipes taken), killed and reaped however the test
+/// ends.
+#[derive(Debug)]
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// stdout then stderr of an output, as text.
 pub fn text(o: &Output) -> (String, String) {
     (

@@ -36,18 +36,25 @@ pub fn tool(test: &str, bin: &str) -> Option<PathBuf> {
 
 /// `GET path` on `addr` (HTTP/1.0, so the body ends at close): the status code and the body.
 pub fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
-    let mut c = TcpStream::connect(addr)?;
-    c.set_read_timeout(Some(Duration::from_secs(20)))?;
-    write!(c, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut s = String::new();
-    c.read_to_string(&mut s)?;
-    let status = s
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = s.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
-    Ok((status, body))
+    http_send(addr, "GET", path, "")
+}
+
+/// A tool's own `/metrics` endpoint (`HOST:PORT`): the exposition text (the test fails on
+/// anything but a 200).
+pub fn scrape(addr: &str) -> String {
+    let (status, body) = http_get(addr, "/metrics").expect("the metrics endpoint answers");
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The values of every sample of `name` (exactly: labels follow) in exposition `text` whose
+/// labels contain every one of `labels` (e.g. `host="h1"`).
+pub fn values(text: &str, name: &str, labels: &[&str]) -> Vec<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .filter(|l| labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect()
 }
 
 /// `method path` with `body` on `addr` (HTTP/1.0, e.g. a `PUT` of exposition text to a
