@@ -105,8 +105,8 @@ impl Pusher {
         &self.group
     }
 
-    /// `PUT` the exposition `body`. On failure: the error line, and whether it is new (it was
-    /// printed on stderr unless `quiet_repeats` and the same kind failed before).
+    /// `PUT` the exposition `body`. On failure, the error line; it goes to stderr the first
+    /// time its kind fails, or every time with `always_report` (the final push).
     pub fn put(&mut self, body: &str, always_report: bool) -> Result<(), String> {
         let r = self
             .agent

@@ -237,8 +237,6 @@ pub const MAX_SAMPLES: usize = 100_000;
 /// The window of the peak rate gauge: one second.
 const PEAK_WINDOW_NS: u64 = 1_000_000_000;
 
-/// The rate gauges' state: the last sample's counters, and per (host, plane) the rates of
-/// the last second.
 /// One (host, plane)'s rate state.
 #[derive(Debug, Default)]
 struct PlaneRate {
@@ -248,6 +246,8 @@ struct PlaneRate {
     window: VecDeque<(u64, f64)>,
 }
 
+/// The rate gauges' state: the last sample's counters, and per (host, plane) the rates of
+/// the last second.
 #[derive(Debug, Default)]
 struct Rates {
     last_ns: u64,
