@@ -170,7 +170,7 @@ pub fn run_dpdk(
             .collect();
         crate::out!("{}", preamble(opts, &devices));
         outln!("# Bootstrap: {how}");
-        printer = Some(Printer::new(&rows).with_metrics(tele.map(|t| &**t), opts));
+        printer = Some(Printer::new(&rows));
     }
     let ropts = DpdkRankOpts {
         eal: eal_args(&eal, rank),
@@ -212,7 +212,7 @@ pub fn run_dpdk(
     };
     let lines = fold_all(&rows, &run.reports, opts.average);
     if let Some(t) = tele {
-        // Every rank serves the table (its own endpoint); the lead's printer does it too.
+        // Every rank exports the table (its own sinks), the lead too.
         t.exporter()
             .publish_coll(coll_lines(&rows, &lines, timed_ops(opts)));
     }

@@ -2,14 +2,11 @@
 //! placement, labelled `op`, `size`, `type`, `redop`, `place` (`out`/`in`: nccl-tests'
 //! out-of-place and in-place columns), with the table's values in SI units.
 
-use std::sync::atomic::AtomicU64;
-
 use mrc_coll::Row;
 use mrc_coll::bench::LineResult;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use super::{counters, float_gauges, l};
 
 /// One placement of one measured line of the table.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,60 +53,44 @@ pub fn lines(rows: &[Row], lines: &[[Option<LineResult>; 2]], operations: u64) -
     out
 }
 
-type Labels = Vec<(String, String)>;
-type FGauge = Gauge<f64, AtomicU64>;
-
 /// Register the collective families and set them from `lines`.
 pub fn fill(reg: &mut Registry, lines: &[CollLine]) {
     if lines.is_empty() {
         return;
     }
-    let gauge = |reg: &mut Registry, name: &str, help: &str| {
-        let f = Family::<Labels, FGauge>::default();
-        reg.register(name, help, f.clone());
-        f
-    };
-    let counter = |reg: &mut Registry, name: &str, help: &str| {
-        let f = Family::<Labels, Counter>::default();
-        reg.register(name, help, f.clone());
-        f
-    };
-    let time = gauge(
+    let time = float_gauges(
         reg,
         "mrc_coll_time_seconds",
         "Time per operation, seconds (nccl-tests' time column)",
     );
-    let algbw = gauge(
+    let algbw = float_gauges(
         reg,
         "mrc_coll_algbw_bytes_per_second",
         "Algorithm bandwidth: size / time, bytes per second (nccl-tests' algbw)",
     );
-    let busbw = gauge(
+    let busbw = float_gauges(
         reg,
         "mrc_coll_busbw_bytes_per_second",
         "Bus bandwidth: algbw x the collective's bus factor, bytes per second (nccl-tests' busbw)",
     );
-    let wrong = counter(
+    let wrong = counters(
         reg,
         "mrc_coll_wrong_elements",
         "Wrong elements found by the check, over every rank (nccl-tests' #wrong)",
     );
-    let ops = counter(
+    let ops = counters(
         reg,
         "mrc_coll_operations",
         "Operations timed per rank (iterations x operations per iteration)",
     );
     for c in lines {
-        let lb: Labels = [
+        let lb = l(&[
             ("op", c.op.to_owned()),
             ("size", c.size.to_string()),
             ("type", c.dtype.to_owned()),
             ("redop", c.redop.to_owned()),
             ("place", c.place.to_owned()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+        ]);
         time.get_or_create(&lb).set(c.time_seconds);
         algbw.get_or_create(&lb).set(c.algbw_bytes_per_second);
         busbw.get_or_create(&lb).set(c.busbw_bytes_per_second);

@@ -248,10 +248,10 @@ impl HostCounters {
         self.evs.iter_mut().for_each(|e| e.host = host);
     }
 
-    /// Record a QP's state (query_qp).
-    pub fn set_qp_state(&mut self, qpn: Qpn, state: QpState) {
-        if let Some(q) = self.qps.iter_mut().find(|q| q.qpn == qpn.0) {
-            q.state = Some(state);
+    /// Record every QP's state, as `state` (the backend's query_qp) says.
+    pub fn set_qp_states(&mut self, state: impl Fn(Qpn) -> Option<QpState>) {
+        for q in &mut self.qps {
+            q.state = state(Qpn(q.qpn));
         }
     }
 

@@ -50,6 +50,15 @@ impl Latency {
         self.used.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Observe round trips (ns) measured by host `host` as one-way latencies: half of each,
+    /// as the table's t_typical.
+    pub fn observe_round_trips(&self, host: u32, rtts_ns: &[u64]) {
+        self.observe(
+            &format!("h{host}"),
+            rtts_ns.iter().map(|&ns| ns as f64 / 2e9),
+        );
+    }
+
     pub fn register(&self, reg: &mut Registry) {
         if self.used.load(std::sync::atomic::Ordering::Relaxed) {
             reg.register(

@@ -111,14 +111,6 @@ impl Exporter {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = rates;
     }
 
-    /// The rate gauges last published.
-    pub fn rates(&self) -> Vec<telemetry::RateRow> {
-        self.rates
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-
     /// Replace the collective lines a scrape shows (mrc-coll).
     pub fn publish_coll(&self, lines: Vec<coll::CollLine>) {
         *self
@@ -159,7 +151,13 @@ impl Exporter {
                 .map(|(k, v)| (k.clone().into(), v.clone().into())),
         );
         fill(&mut reg, &snap);
-        fill_rates(&mut reg, &self.rates());
+        fill_rates(
+            &mut reg,
+            &self
+                .rates
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
         let at = float_gauges(
             &mut reg,
             "mrc_run_time_seconds",
@@ -186,16 +184,15 @@ impl Exporter {
             out.clear();
         }
         if self.simulated {
-            out = out
-                .lines()
-                .map(|l| {
-                    if l.starts_with("# HELP ") {
-                        format!("{l}{SIMULATED}\n")
-                    } else {
-                        format!("{l}\n")
-                    }
-                })
-                .collect();
+            let mut with = String::with_capacity(out.len() + out.len() / 8);
+            for l in out.lines() {
+                with.push_str(l);
+                if l.starts_with("# HELP ") {
+                    with.push_str(SIMULATED);
+                }
+                with.push('\n');
+            }
+            out = with;
         }
         out
     }

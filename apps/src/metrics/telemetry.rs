@@ -419,31 +419,24 @@ impl Telemetry {
 
     /// Publish `snap` without taking a sample (e.g. the sum of a sweep's sizes).
     pub fn publish(&self, snap: &Snapshot) {
-        let rows = self.exporter.rates();
-        self.exporter.publish_with_rates(snap, rows);
+        self.exporter.publish(snap);
     }
 
     fn write_sinks(&self, st: &mut State, last: bool) {
-        let needs_text = st.textfile.is_some()
-            || (st.pusher.is_some()
-                && (last
-                    || self
-                        .config
-                        .push_every
-                        .is_some_and(|e| st.last_push.elapsed() >= e)));
-        if !needs_text {
+        let push_due = st.pusher.is_some()
+            && (last
+                || self
+                    .config
+                    .push_every
+                    .is_some_and(|e| st.last_push.elapsed() >= e));
+        if st.textfile.is_none() && !push_due {
             return;
         }
         let text = self.exporter.render();
         if let Some(t) = &mut st.textfile {
             let _ = t.write(&text);
         }
-        let due = last
-            || self
-                .config
-                .push_every
-                .is_some_and(|e| st.last_push.elapsed() >= e);
-        if due && let Some(p) = &mut st.pusher {
+        if push_due && let Some(p) = &mut st.pusher {
             let _ = p.put(&text, last);
             st.last_push = Instant::now();
         }

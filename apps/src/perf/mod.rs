@@ -39,7 +39,7 @@ use backend::{CheckResult, FabricInfo, Hooks, SizeOutcome};
 use dpdk_backend::DpdkBackend;
 use measure::Row;
 use mem_backend::MemBackend;
-use settings::{BackendKind, Settings};
+use settings::{BackendKind, Settings, TestKind};
 use sim_backend::SimBackend;
 
 /// The backend of a run.
@@ -94,18 +94,10 @@ pub fn row_of(s: &Settings, o: &SizeOutcome) -> Row {
 fn observe_latency(e: &Exporter, o: &SizeOutcome) {
     for (h, (recs, sending)) in o.records.iter().zip(&o.sending).enumerate() {
         let host = o.counters.hosts.get(h).map_or(h as u32, |c| c.host);
-        let rtts = recs
-            .iter()
-            .zip(sending)
-            .filter(|(_, s)| **s)
-            .flat_map(|(r, _)| one_way_seconds(&r.rtts_ns));
-        e.latency.observe(&format!("h{host}"), rtts);
+        for (r, _) in recs.iter().zip(sending).filter(|(_, s)| **s) {
+            e.latency.observe_round_trips(host, &r.rtts_ns);
+        }
     }
-}
-
-/// Round trips (ns) as one-way latencies (s): half, as the table's t_typical.
-pub fn one_way_seconds(rtts_ns: &[u64]) -> impl Iterator<Item = f64> + '_ {
-    rtts_ns.iter().map(|&ns| ns as f64 / 2e9)
 }
 
 /// Run every size, print the tables (and JSON), return what happened.
@@ -151,7 +143,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         out.rows.push(row);
         out.counters.add(&o.counters);
         if let Some(t) = &telemetry {
-            if s.test.name() == "write_lat" {
+            if s.test == TestKind::WriteLat {
                 observe_latency(t.exporter(), &o);
             }
             t.publish(&out.counters);

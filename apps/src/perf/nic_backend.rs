@@ -19,7 +19,6 @@ use super::app::{PerfApp, SharedApp, lock};
 use super::backend::{BUFFER_IOVA, Hooks, Sampling, apply_profiles, host_memory, layout};
 use super::check::SharedDest;
 use super::live::Live;
-use super::one_way_seconds;
 use super::report::Periods;
 use super::settings::{Settings, TestKind};
 use crate::metrics::counters::{HostCounters, Snapshot};
@@ -146,11 +145,7 @@ pub fn host_counters(
         ));
     }
     let mut hc = HostCounters::new(h, &ps, &qs, handle.endpoint_stats()?);
-    for &q in qpns {
-        if let Ok(info) = handle.query_qp(q) {
-            hc.set_qp_state(q, info.state);
-        }
-    }
+    hc.set_qp_states(|q| handle.query_qp(q).ok().map(|i| i.state));
     Ok(hc)
 }
 
@@ -216,9 +211,7 @@ pub fn drive(
                 && s.test == TestKind::WriteLat
             {
                 for (h, r) in rtts.iter().enumerate() {
-                    t.exporter()
-                        .latency
-                        .observe(&format!("h{h}"), one_way_seconds(r));
+                    t.exporter().latency.observe_round_trips(h as u32, r);
                 }
             }
             std::thread::sleep(StdDuration::from_nanos(period.0));

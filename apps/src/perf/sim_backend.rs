@@ -19,7 +19,6 @@ use super::backend::{
 };
 use super::check::SharedDest;
 use super::live::Live;
-use super::one_way_seconds;
 use super::plan::{ends, load_plan};
 use super::report::Periods;
 use super::settings::{CcChoice, Settings, TestKind};
@@ -252,10 +251,8 @@ impl SimBackend {
                 if let Some(t) = &hooks.telemetry
                     && s.test == TestKind::WriteLat
                 {
-                    for (h, r) in hosts.iter().zip(&rtts) {
-                        t.exporter()
-                            .latency
-                            .observe(&format!("h{h}"), one_way_seconds(r));
+                    for (&h, r) in hosts.iter().zip(&rtts) {
+                        t.exporter().latency.observe_round_trips(h, r);
                     }
                 }
             }
@@ -391,11 +388,7 @@ pub fn snapshot(sim: &Sim, hosts: &[u32], qpns: &[Vec<Qpn>]) -> Snapshot {
                     .map(|&q| (q, ep.qp_stats(q).unwrap_or_default(), ep.ev_stats(q)))
                     .collect();
                 let mut hc = HostCounters::new(h, &ps, &qs, ep.stats());
-                for &q in qpns {
-                    if let Ok(info) = ep.query_qp(q) {
-                        hc.set_qp_state(q, info.state);
-                    }
-                }
+                hc.set_qp_states(|q| ep.query_qp(q).ok().map(|i| i.state));
                 hc
             })
             .collect(),

@@ -22,8 +22,6 @@ pub struct Progress<'a> {
     pub nics: &'a [(NicHandle, Vec<Qpn>)],
     /// Per rank: what it measured so far.
     pub reports: Vec<RankReport>,
-    /// Every rank's thread has ended.
-    pub finished: bool,
 }
 
 /// Why the threads could not run.
@@ -133,7 +131,7 @@ impl MemBackend {
                 rep
             }));
         }
-        let progress = |finished| Progress {
+        let progress = || Progress {
             nics: &watched,
             reports: handles
                 .iter()
@@ -143,7 +141,6 @@ impl MemBackend {
                         .clone()
                 })
                 .collect(),
-            finished,
         };
         if every < StdDuration::MAX {
             let tick = every.min(StdDuration::from_millis(50));
@@ -152,7 +149,7 @@ impl MemBackend {
                 std::thread::sleep(tick);
                 if last.elapsed() >= every {
                     last = std::time::Instant::now();
-                    watch(&progress(false));
+                    watch(&progress());
                 }
             }
         }
@@ -163,7 +160,6 @@ impl MemBackend {
         watch(&Progress {
             nics: &watched,
             reports: reports.clone(),
-            finished: true,
         });
         for nic in nics {
             let _ = nic.shutdown();
