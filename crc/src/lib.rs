@@ -102,16 +102,19 @@ pub mod path {
         Crc32fast,
         /// The 128-bit PCLMULQDQ fold (tables under 16 bytes).
         Pclmul,
+        /// The 256-bit VPCLMULQDQ fold on AVX2 (128-bit under 64 bytes, tables under 16).
+        Avx2,
         /// The 512-bit VPCLMULQDQ fold (128-bit under 128 bytes, tables under 16).
         Avx512,
     }
 
     impl Path {
-        pub const ALL: [Path; 5] = [
+        pub const ALL: [Path; 6] = [
             Path::Best,
             Path::Table,
             Path::Crc32fast,
             Path::Pclmul,
+            Path::Avx2,
             Path::Avx512,
         ];
 
@@ -122,9 +125,11 @@ pub mod path {
                 #[cfg(target_arch = "x86_64")]
                 Path::Pclmul => crate::x86::level() >= crate::x86::Level::Pclmul,
                 #[cfg(target_arch = "x86_64")]
+                Path::Avx2 => crate::x86::level() >= crate::x86::Level::Avx2,
+                #[cfg(target_arch = "x86_64")]
                 Path::Avx512 => crate::x86::level() >= crate::x86::Level::Avx512,
                 #[cfg(not(target_arch = "x86_64"))]
-                Path::Pclmul | Path::Avx512 => false,
+                Path::Pclmul | Path::Avx2 | Path::Avx512 => false,
             }
         }
     }
@@ -174,6 +179,7 @@ pub mod path {
             }
             let at_most = match path {
                 Path::Pclmul => Level::Pclmul,
+                Path::Avx2 => Level::Avx2,
                 _ => Level::Avx512,
             };
             match x86::fold::<COPY>(at_most, !state, dst, src) {

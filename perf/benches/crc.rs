@@ -44,6 +44,9 @@ fn hashers() -> Vec<Hasher> {
     if Path::Pclmul.available() {
         v.push(("ours_pclmul", |d| path::update(Path::Pclmul, 0, d)));
     }
+    if Path::Avx2.available() {
+        v.push(("ours_avx2", |d| path::update(Path::Avx2, 0, d)));
+    }
     if Path::Avx512.available() {
         v.push(("ours_avx512", |d| path::update(Path::Avx512, 0, d)));
     }
