@@ -426,7 +426,7 @@ fn an_evs_hot_state_route_and_counters_stay_together_through_its_life() {
         let c = t.active().nth(1).unwrap();
         t.retire(c, now);
         t.rerandomize(&mut rng);
-        check_identities(&t, &start, ecmp, 1, if ecmp { 0 } else { 1 });
+        check_identities(&t, &start, ecmp, 1, u64::from(!ecmp));
         for id in 0..n {
             fingerprint(&mut t, id, 2);
         }
