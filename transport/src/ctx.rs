@@ -5,7 +5,7 @@
 
 use core::net::Ipv6Addr;
 
-use crate::cc::CongestionController;
+use crate::cc::Controller;
 use crate::config::EndpointConfig;
 use crate::event::{Event, EventQueue};
 use crate::slab::Slab;
@@ -20,7 +20,8 @@ pub(crate) struct CcSlot {
     pub profile: u16,
     /// Shared by every QP towards `remote` with this profile (MRC); private for RoCE-like QPs.
     pub shared: bool,
-    pub ctrl: Box<dyn CongestionController>,
+    /// Statically dispatched (issue #13).
+    pub ctrl: Controller,
     /// Nominal bytes in flight over all its QPs.
     pub inflight: u64,
     pub refs: u32,
@@ -65,7 +66,7 @@ impl CcTable {
         remote: Ipv6Addr,
         profile: u16,
         shared: bool,
-        build: impl FnOnce() -> Box<dyn CongestionController>,
+        build: impl FnOnce() -> Controller,
     ) -> usize {
         if shared
             && let Some(i) = self.slots.iter().position(|s| {

@@ -1,5 +1,7 @@
 //! Congestion control: sender-side and window-based, as MRC's NSCC is (brief §3.4), behind a
 //! small trait so experiments can swap the policy from configuration (docs/STYLE.md rule 7).
+//! The engine holds a [`Controller`], the enum over the implementations, so the per-packet
+//! calls are direct ones (issue #13, static dispatch); [`build`] boxes one for trait users.
 //!
 //! A controller governs the packets of one or more QPs towards one destination (the spec's
 //! QP Congestion Controller, QPCC). The engine asks it for a window (bytes allowed in flight,
@@ -148,15 +150,132 @@ impl Default for CcProfile {
 }
 
 /// Build the controller a profile names, sized from the path facts (a factory, as quinn's
-/// congestion controllers are built).
+/// congestion controllers are built), as a trait object.
 pub fn build(profile: &CcProfile, facts: &PathFacts) -> Box<dyn CongestionController> {
-    match profile {
-        CcProfile::Fixed { window_bytes } => {
-            Box::new(FixedWindow::new(window_bytes.unwrap_or_else(|| {
-                facts.bdp_bytes().max(u64::from(facts.mtu_bytes))
-            })))
+    Box::new(Controller::new(profile, facts))
+}
+
+/// One of the controllers, called without a virtual call: each arm is the implementation's
+/// own [`CongestionController`] method (issue #13, static dispatch on the per-packet path).
+#[derive(Debug, Clone)]
+pub enum Controller {
+    Fixed(FixedWindow),
+    Nscc(Nscc),
+    Dcqcn(Dcqcn),
+}
+
+impl Controller {
+    /// The controller a profile names, sized from the path facts.
+    pub fn new(profile: &CcProfile, facts: &PathFacts) -> Self {
+        match profile {
+            CcProfile::Fixed { window_bytes } => {
+                Self::Fixed(FixedWindow::new(window_bytes.unwrap_or_else(|| {
+                    facts.bdp_bytes().max(u64::from(facts.mtu_bytes))
+                })))
+            }
+            CcProfile::Nscc(config) => Self::Nscc(Nscc::new(config, facts)),
+            CcProfile::Dcqcn(config) => Self::Dcqcn(Dcqcn::new(config, facts)),
         }
-        CcProfile::Nscc(config) => Box::new(Nscc::new(config, facts)),
-        CcProfile::Dcqcn(config) => Box::new(Dcqcn::new(config, facts)),
+    }
+}
+
+/// The trait's methods, inherent so callers need not import the trait.
+impl Controller {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Fixed(c) => c.name(),
+            Self::Nscc(c) => c.name(),
+            Self::Dcqcn(c) => c.name(),
+        }
+    }
+
+    #[inline]
+    pub fn window(&self) -> u64 {
+        match self {
+            Self::Fixed(c) => c.window(),
+            Self::Nscc(c) => c.window(),
+            Self::Dcqcn(c) => c.window(),
+        }
+    }
+
+    #[inline]
+    pub fn next_send_time(&self, now: Instant) -> Option<Instant> {
+        match self {
+            Self::Fixed(c) => c.next_send_time(now),
+            Self::Nscc(c) => c.next_send_time(now),
+            Self::Dcqcn(c) => c.next_send_time(now),
+        }
+    }
+
+    #[inline]
+    pub fn on_packet_sent(&mut self, now: Instant, bytes: u32) {
+        match self {
+            Self::Fixed(c) => c.on_packet_sent(now, bytes),
+            Self::Nscc(c) => c.on_packet_sent(now, bytes),
+            Self::Dcqcn(c) => c.on_packet_sent(now, bytes),
+        }
+    }
+
+    #[inline]
+    pub fn on_ack(&mut self, now: Instant, ack: &AckSample) {
+        match self {
+            Self::Fixed(c) => c.on_ack(now, ack),
+            Self::Nscc(c) => c.on_ack(now, ack),
+            Self::Dcqcn(c) => c.on_ack(now, ack),
+        }
+    }
+
+    #[inline]
+    pub fn on_nack(&mut self, now: Instant, nack: &NackSample) {
+        match self {
+            Self::Fixed(c) => c.on_nack(now, nack),
+            Self::Nscc(c) => c.on_nack(now, nack),
+            Self::Dcqcn(c) => c.on_nack(now, nack),
+        }
+    }
+
+    #[inline]
+    pub fn on_loss(&mut self, now: Instant, bytes: u64) {
+        match self {
+            Self::Fixed(c) => c.on_loss(now, bytes),
+            Self::Nscc(c) => c.on_loss(now, bytes),
+            Self::Dcqcn(c) => c.on_loss(now, bytes),
+        }
+    }
+}
+
+impl CongestionController for Controller {
+    fn name(&self) -> &'static str {
+        Controller::name(self)
+    }
+
+    #[inline]
+    fn window(&self) -> u64 {
+        Controller::window(self)
+    }
+
+    #[inline]
+    fn next_send_time(&self, now: Instant) -> Option<Instant> {
+        Controller::next_send_time(self, now)
+    }
+
+    #[inline]
+    fn on_packet_sent(&mut self, now: Instant, bytes: u32) {
+        Controller::on_packet_sent(self, now, bytes);
+    }
+
+    #[inline]
+    fn on_ack(&mut self, now: Instant, ack: &AckSample) {
+        Controller::on_ack(self, now, ack);
+    }
+
+    #[inline]
+    fn on_nack(&mut self, now: Instant, nack: &NackSample) {
+        Controller::on_nack(self, now, nack);
+    }
+
+    #[inline]
+    fn on_loss(&mut self, now: Instant, bytes: u64) {
+        Controller::on_loss(self, now, bytes);
     }
 }

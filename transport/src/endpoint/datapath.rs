@@ -445,7 +445,7 @@ impl Endpoint {
                 }),
             ),
         };
-        let ev = paths.table.ev(ev);
+        let ev = paths.table.route(ev);
         let t = frames::emit_control(
             &self.cfg,
             ev,

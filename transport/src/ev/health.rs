@@ -5,7 +5,7 @@
 //! A RoCE-like QP (go-back-N, one path) has no path health: its events are counted and reach
 //! congestion control elsewhere, but never change an EV's state.
 
-use super::{EvId, Paths, Retire};
+use super::{EvId, EvSelector, Paths, Retire};
 use crate::rng::Rng;
 use crate::stats::{PlaneStats, QpStats};
 use crate::time::{Duration, Instant};
@@ -80,7 +80,7 @@ impl Paths {
             EvEvent::EcnEcho { ev } => {
                 self.table.stats_mut(ev).ecn += 1;
                 stats.ecn_echoes += 1;
-                if let Some(p) = plane(planes, self.table.ev(ev).plane) {
+                if let Some(p) = plane(planes, self.table.hot(ev).plane) {
                     p.ecn += 1;
                 }
                 if health {
@@ -158,7 +158,7 @@ impl Paths {
     }
 
     fn plane_of(&self, ev: EvId) -> u8 {
-        self.table.get(ev).map_or(0, |e| e.plane)
+        self.table.get_hot(ev).map_or(0, |e| e.plane)
     }
 
     fn count_nack(&mut self, ev: EvId, trim: bool, planes: &mut [PlaneStats]) {
@@ -168,7 +168,7 @@ impl Paths {
         } else {
             s.nacks += 1;
         }
-        if let Some(p) = plane(planes, self.table.ev(ev).plane) {
+        if let Some(p) = plane(planes, self.table.hot(ev).plane) {
             p.trims += u64::from(trim);
             p.nacks += u64::from(!trim);
         }

@@ -5,8 +5,11 @@
 //!   schedule of retired EVs with hysteresis, and the reverse EVs control packets leave on.
 //! - Generation: from the fabric plan's paths in SRv6 mode ([`PathSource`]), random source
 //!   ports and flow labels in ECMP mode.
-//! - [`EvSelector`]: per-packet choice, a small trait built by [`build_selector`]: spraying in
-//!   a plane-balanced pseudo-random rotation, REPS-style recycling for ECMP, or a single path.
+//! - [`EvSelector`]: per-packet choice, a small trait, and [`Selector`], the enum over its
+//!   implementations [`build_selector`] builds (static dispatch): spraying in a plane-balanced
+//!   pseudo-random rotation, REPS-style recycling for ECMP, or a single path.
+//! - Hot state apart from cold: [`EvTable`] keeps the per-packet fields of every EV
+//!   ([`HotEv`], one cache line) apart from its route, probe state and counters.
 //! - [`RemapDetector`]: ECMP mode's reading of a burst of failures as a remap.
 
 mod health;
@@ -19,7 +22,7 @@ pub use crate::path::{PathSource, SrPath};
 pub(crate) use health::EvEvent;
 pub(crate) use paths::Paths;
 pub use remap::RemapDetector;
-pub use selector::{EvSelector, Recycle, SinglePath, Spray, build_selector};
+pub use selector::{EvSelector, Recycle, Selector, SinglePath, Spray, build_selector};
 pub use table::{EvChange, EvTable, Retire};
 
 use core::fmt;
@@ -102,7 +105,10 @@ pub struct EvInfo {
     pub stats: EvStats,
 }
 
-/// One EV.
+/// One EV, whole: a snapshot [`EvTable::ev`] assembles from the table's parallel arrays (the
+/// per-packet [`HotEv`], the cold route and probe state, the counters) for reports and tests.
+/// The datapath reads [`EvTable::hot`] and [`EvTable::route`] instead (issue #13, hot state
+/// apart from cold).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ev {
     /// The plane (= local port) it leaves on.
@@ -126,4 +132,84 @@ pub struct Ev {
     /// merged acknowledges: its RTT sample, taken once the SACK is merged.
     pub rtt_pending: Option<Instant>,
     pub stats: EvStats,
+}
+
+/// The part of an EV the per-packet path reads and writes (issue #13, hot state apart from
+/// cold): what the selector's [`EvTable::usable`] reads (plane, role, state, SKIP round), the
+/// entropy feedback is matched against, the loss-inference count and the path's RTT (brief
+/// §3.2, §3.3, §3.6, §3.7). One cache line; the route, the probe state and the counters sit in
+/// parallel arrays of the table, at the same index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(align(64))]
+pub struct HotEv {
+    /// The plane (= local port) it leaves on.
+    pub plane: u8,
+    pub state: EvState,
+    pub role: EvRole,
+    /// First transmissions inferred lost in a row since the last delivery (see
+    /// [`Ev::suspect_losses`]).
+    pub suspect_losses: u8,
+    /// Whether `rtt_pending_at` holds a sample (an `Option<Instant>` split so the line holds).
+    rtt_pending_set: bool,
+    /// Rotation during which a SKIP holds.
+    pub skip_round: u32,
+    /// The 32-bit EV on the wire (UDP source port + flow label).
+    pub entropy: u32,
+    rtt_pending_at: Instant,
+    /// This path's round-trip time (see [`Ev::rtt`]).
+    pub rtt: RttEstimator,
+}
+
+// The hot state is one cache line and must not silently grow (issue #13).
+const _: () = assert!(size_of::<HotEv>() <= 64);
+
+impl HotEv {
+    /// Send time of the RTT sample pending from the SACK being merged (see
+    /// [`Ev::rtt_pending`]).
+    #[inline]
+    pub fn rtt_pending(&self) -> Option<Instant> {
+        self.rtt_pending_set.then_some(self.rtt_pending_at)
+    }
+
+    #[inline]
+    fn set_rtt_pending(&mut self, at: Option<Instant>) {
+        self.rtt_pending_set = at.is_some();
+        self.rtt_pending_at = at.unwrap_or(Instant::ZERO);
+    }
+
+    /// `Option::take` of the pending sample.
+    #[inline]
+    fn take_rtt_pending(&mut self) -> Option<Instant> {
+        let t = self.rtt_pending();
+        self.set_rtt_pending(None);
+        t
+    }
+
+    /// `Option::replace` of the pending sample.
+    #[inline]
+    fn replace_rtt_pending(&mut self, at: Instant) -> Option<Instant> {
+        let t = self.rtt_pending();
+        self.set_rtt_pending(Some(at));
+        t
+    }
+}
+
+/// What a frame leaving on an EV needs of it: the plane it leaves on, its entropy and, in SRv6
+/// mode, its route ([`EvTable::route`]; the route lives in the cold array).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvRoute {
+    /// The plane (= local port) it leaves on.
+    pub plane: u8,
+    /// The 32-bit EV on the wire (UDP source port + flow label).
+    pub entropy: u32,
+    /// SRv6 mode: the route.
+    pub path: Option<SrPath>,
+}
+
+/// The cold part of an EV: its route (read once per frame it leaves on, never by the
+/// selector) and its probe bookkeeping (retired EVs only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ColdEv {
+    path: Option<SrPath>,
+    probe: ProbeState,
 }

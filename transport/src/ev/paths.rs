@@ -3,7 +3,7 @@
 //! §3.2, §3.9, §8.2). Built when the QP enters RTR; what happens to an EV's health is
 //! [`Paths::react`] (`health.rs`).
 
-use super::{EvId, EvSelector, EvTable, RemapDetector, build_selector};
+use super::{EvId, EvSelector, EvTable, RemapDetector, Selector, build_selector};
 use crate::config::{EndpointConfig, PathMode, SelectorKind};
 use crate::rng::Rng;
 use crate::verbs::{InitAttr, Qpn, RtrAttr, TransportMode, VerbsError};
@@ -12,7 +12,8 @@ use crate::verbs::{InitAttr, Qpn, RtrAttr, TransportMode, VerbsError};
 #[derive(Debug)]
 pub(crate) struct Paths {
     pub table: EvTable,
-    pub selector: Box<dyn EvSelector>,
+    /// Per-packet choice, statically dispatched (issue #13).
+    pub selector: Selector,
     /// ECMP mode only.
     pub remap: Option<RemapDetector>,
     /// RoCE-like (go-back-N) QP: one path and no path health; feedback reaches congestion

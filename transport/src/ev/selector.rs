@@ -1,4 +1,5 @@
-//! Per-packet EV choice (brief §3.2), behind a small trait built by a factory.
+//! Per-packet EV choice (brief §3.2): a small trait, and [`Selector`], the enum over its
+//! implementations the datapath calls (static dispatch, issue #13), built by a factory.
 //!
 //! - [`Spray`] (MRC): a rotation over the active set in pseudo-random order, plane-balanced
 //!   (each plane gets the same share of every rotation, so uncoordinated senders never pile
@@ -45,13 +46,56 @@ pub fn build_selector(
     ecmp: bool,
     table: &EvTable,
     reshuffle_rounds: u32,
-) -> Box<dyn EvSelector> {
+) -> Selector {
     match kind {
-        SelectorKind::Spray => Box::new(Spray::new(table, reshuffle_rounds)),
-        SelectorKind::Recycle => Box::new(Recycle::new(table, reshuffle_rounds)),
-        SelectorKind::SinglePath => Box::new(SinglePath::default()),
-        SelectorKind::Auto if ecmp => Box::new(Recycle::new(table, reshuffle_rounds)),
-        SelectorKind::Auto => Box::new(Spray::new(table, reshuffle_rounds)),
+        SelectorKind::Spray => Selector::Spray(Spray::new(table, reshuffle_rounds)),
+        SelectorKind::Recycle => Selector::Recycle(Recycle::new(table, reshuffle_rounds)),
+        SelectorKind::SinglePath => Selector::SinglePath(SinglePath::default()),
+        SelectorKind::Auto if ecmp => Selector::Recycle(Recycle::new(table, reshuffle_rounds)),
+        SelectorKind::Auto => Selector::Spray(Spray::new(table, reshuffle_rounds)),
+    }
+}
+
+/// One of the selectors, called without a virtual call: each arm is the implementation's own
+/// [`EvSelector`] method (issue #13, static dispatch on the per-packet path).
+#[derive(Debug)]
+pub enum Selector {
+    Spray(Spray),
+    Recycle(Recycle),
+    SinglePath(SinglePath),
+}
+
+impl EvSelector for Selector {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Spray(s) => s.name(),
+            Self::Recycle(s) => s.name(),
+            Self::SinglePath(s) => s.name(),
+        }
+    }
+
+    #[inline]
+    fn select(
+        &mut self,
+        table: &mut EvTable,
+        planes: u32,
+        avoid: Option<EvId>,
+        rng: &mut Rng,
+    ) -> Option<EvId> {
+        match self {
+            Self::Spray(s) => s.select(table, planes, avoid, rng),
+            Self::Recycle(s) => s.select(table, planes, avoid, rng),
+            Self::SinglePath(s) => s.select(table, planes, avoid, rng),
+        }
+    }
+
+    #[inline]
+    fn on_delivered(&mut self, ev: EvId, clean: bool) {
+        match self {
+            Self::Spray(s) => s.on_delivered(ev, clean),
+            Self::Recycle(s) => s.on_delivered(ev, clean),
+            Self::SinglePath(s) => s.on_delivered(ev, clean),
+        }
     }
 }
 
@@ -91,7 +135,7 @@ impl Spray {
             list.clear();
         }
         for id in table.active() {
-            let plane = usize::from(table.ev(id).plane);
+            let plane = usize::from(table.hot(id).plane);
             if let Some(list) = self.per_plane.get_mut(plane) {
                 list.push(id);
             }
@@ -199,7 +243,7 @@ impl EvSelector for Recycle {
             }
             // Keep EVs that are only unusable for now (plane full, SKIP, avoided).
             if table
-                .get(id)
+                .get_hot(id)
                 .is_some_and(|e| e.role == super::EvRole::Active)
             {
                 self.clean.push_back(id);

@@ -4,7 +4,7 @@
 use core::ops::Range;
 use std::collections::VecDeque;
 
-use super::{Ev, EvId, EvKind, EvRole, EvState, PathSource, ProbeState};
+use super::{ColdEv, Ev, EvId, EvKind, EvRole, EvRoute, EvState, HotEv, PathSource, ProbeState};
 use crate::config::{EvProfile, TimerConfig};
 use crate::reliability::RttEstimator;
 use crate::rng::Rng;
@@ -38,13 +38,19 @@ pub enum Retire {
     AlreadyOut,
 }
 
-/// A QP's EVs.
+/// A QP's EVs, in parallel arrays indexed by [`EvId`] (issue #13, hot state apart from
+/// cold): `hot` is what every packet reads (the selector, feedback matching, loss inference),
+/// `cold` the routes and probe state, `stats` the counters. The three always have the same
+/// length and an EV's entries never move: an id names the same EV in all three for the
+/// table's life (retirement, probing, denial and an ECMP redraw change entries in place).
 #[derive(Debug)]
 pub struct EvTable {
     kind: EvKind,
     order: EntropyOrder,
     profile: EvProfile,
-    evs: Vec<Ev>,
+    hot: Vec<HotEv>,
+    cold: Vec<ColdEv>,
+    stats: Vec<EvStats>,
     planes: Vec<Range<u16>>,
     active_in_plane: Vec<u16>,
     round: u32,
@@ -131,7 +137,15 @@ impl EvTable {
             kind,
             order,
             profile: *profile,
-            evs,
+            hot: evs.iter().map(hot_of).collect(),
+            cold: evs
+                .iter()
+                .map(|e| ColdEv {
+                    path: e.path,
+                    probe: e.probe,
+                })
+                .collect(),
+            stats: evs.iter().map(|e| e.stats).collect(),
             active_in_plane: vec![0; planes.len()],
             reverse: vec![None; planes.len()],
             planes,
@@ -157,7 +171,7 @@ impl EvTable {
         for (p, range) in self.planes.iter().enumerate() {
             let mut active = 0;
             for id in range.clone() {
-                let e = &mut self.evs[usize::from(id)];
+                let e = &mut self.hot[usize::from(id)];
                 if matches!(e.state, EvState::AssumedBad | EvState::Denied) {
                     e.role = EvRole::Out;
                 } else if active < self.profile.active_per_plane {
@@ -178,11 +192,11 @@ impl EvTable {
 
     /// Number of EVs.
     pub fn len(&self) -> usize {
-        self.evs.len()
+        self.hot.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.evs.is_empty()
+        self.hot.is_empty()
     }
 
     /// Number of planes.
@@ -195,16 +209,65 @@ impl EvTable {
         self.planes.get(plane).cloned().unwrap_or(0..0)
     }
 
-    pub fn ev(&self, id: EvId) -> &Ev {
-        &self.evs[usize::from(id)]
+    /// EV `id`, whole (a snapshot of its hot, cold and counter entries; for reports).
+    pub fn ev(&self, id: EvId) -> Ev {
+        let Some(e) = self.get(id) else {
+            panic!("EV {id} out of range ({} EVs)", self.len())
+        };
+        e
     }
 
-    pub fn get(&self, id: EvId) -> Option<&Ev> {
-        self.evs.get(usize::from(id))
+    /// EV `id`, whole, if it exists (see [`Self::ev`]).
+    pub fn get(&self, id: EvId) -> Option<Ev> {
+        let i = usize::from(id);
+        let (h, c, stats) = (self.hot.get(i)?, self.cold.get(i)?, self.stats.get(i)?);
+        Some(Ev {
+            plane: h.plane,
+            state: h.state,
+            role: h.role,
+            skip_round: h.skip_round,
+            entropy: h.entropy,
+            path: c.path,
+            probe: c.probe,
+            suspect_losses: h.suspect_losses,
+            rtt: h.rtt,
+            rtt_pending: h.rtt_pending(),
+            stats: *stats,
+        })
     }
 
+    /// The per-packet state of EV `id` (plane, state, role, entropy, RTT).
+    #[inline]
+    pub fn hot(&self, id: EvId) -> &HotEv {
+        &self.hot[usize::from(id)]
+    }
+
+    /// The per-packet state of EV `id`, if it exists.
+    #[inline]
+    pub fn get_hot(&self, id: EvId) -> Option<&HotEv> {
+        self.hot.get(usize::from(id))
+    }
+
+    /// What a frame leaving on EV `id` needs: its plane, entropy and route.
+    #[inline]
+    pub fn route(&self, id: EvId) -> EvRoute {
+        let i = usize::from(id);
+        let h = &self.hot[i];
+        EvRoute {
+            plane: h.plane,
+            entropy: h.entropy,
+            path: self.cold[i].path,
+        }
+    }
+
+    /// The counters of EV `id`.
+    pub fn stats(&self, id: EvId) -> &EvStats {
+        &self.stats[usize::from(id)]
+    }
+
+    #[inline]
     pub fn stats_mut(&mut self, id: EvId) -> &mut EvStats {
-        &mut self.evs[usize::from(id)].stats
+        &mut self.stats[usize::from(id)]
     }
 
     /// Current rotation number.
@@ -224,14 +287,14 @@ impl EvTable {
             EvKind::Srv6 => fields.udp_sport,
             EvKind::Ecmp => (fields.flow_label & ((1 << ECMP_INDEX_BITS) - 1)) as u16,
         };
-        let e = self.evs.get(usize::from(id))?;
+        let e = self.hot.get(usize::from(id))?;
         (e.entropy == entropy).then_some(id)
     }
 
     /// Usable now: active, GOOD (or SKIP from an earlier rotation), on a plane in `planes`.
     #[inline]
     pub fn usable(&self, id: EvId, planes: u32) -> bool {
-        let e = &self.evs[usize::from(id)];
+        let e = &self.hot[usize::from(id)];
         e.role == EvRole::Active
             && planes & (1 << e.plane) != 0
             && match e.state {
@@ -245,7 +308,7 @@ impl EvTable {
     pub fn next_round(&mut self) {
         self.round = self.round.wrapping_add(1);
         for id in self.skipped.drain(..) {
-            let e = &mut self.evs[usize::from(id)];
+            let e = &mut self.hot[usize::from(id)];
             if e.state == EvState::Skip {
                 e.state = EvState::Good;
             }
@@ -254,11 +317,11 @@ impl EvTable {
 
     /// Skip a GOOD EV for the rest of this rotation (trim or ECN on it, brief §3.3).
     pub fn skip(&mut self, id: EvId) {
-        let e = &mut self.evs[usize::from(id)];
+        let e = &mut self.hot[usize::from(id)];
         if e.state == EvState::Good {
             e.state = EvState::Skip;
             e.skip_round = self.round;
-            e.stats.state_changes += 1;
+            self.stats[usize::from(id)].state_changes += 1;
             self.skipped.push(id);
         }
     }
@@ -266,7 +329,7 @@ impl EvTable {
     /// The smoothed RTT of `id`'s path (zero before its first sample).
     #[inline]
     pub fn path_srtt(&self, id: EvId) -> Duration {
-        self.evs
+        self.hot
             .get(usize::from(id))
             .map_or(Duration::ZERO, |e| e.rtt.srtt())
     }
@@ -278,16 +341,16 @@ impl EvTable {
     /// by holes that held the cumulative ACK back: RACK's choice, RFC 8985 §6.2).
     #[inline]
     pub fn on_delivered(&mut self, id: EvId, sent_at: Instant, sample: bool) {
-        let e = &mut self.evs[usize::from(id)];
-        e.stats.delivered += 1;
+        self.stats[usize::from(id)].delivered += 1;
+        let e = &mut self.hot[usize::from(id)];
         e.suspect_losses = 0;
         if sample {
-            match e.rtt_pending {
+            match e.rtt_pending() {
                 None => {
-                    e.rtt_pending = Some(sent_at);
+                    e.set_rtt_pending(Some(sent_at));
                     self.rtt_touched.push(id);
                 }
-                Some(t) if t < sent_at => e.rtt_pending = Some(sent_at),
+                Some(t) if t < sent_at => e.set_rtt_pending(Some(sent_at)),
                 Some(_) => {}
             }
         }
@@ -303,15 +366,15 @@ impl EvTable {
         max: Duration,
     ) {
         if let Some((id, _)) = exact
-            && let Some(e) = self.evs.get_mut(usize::from(id))
-            && e.rtt_pending.replace(now).is_none()
+            && let Some(e) = self.hot.get_mut(usize::from(id))
+            && e.replace_rtt_pending(now).is_none()
         {
             // Marked as sampled (the exact value is taken below).
             self.rtt_touched.push(id);
         }
         for id in self.rtt_touched.drain(..) {
-            let e = &mut self.evs[usize::from(id)];
-            let Some(sent_at) = e.rtt_pending.take() else {
+            let e = &mut self.hot[usize::from(id)];
+            let Some(sent_at) = e.take_rtt_pending() else {
                 continue;
             };
             let sample = match exact {
@@ -320,8 +383,9 @@ impl EvTable {
             };
             if sample < max {
                 e.rtt.update(sample);
-                e.stats.srtt_ns = e.rtt.srtt().as_nanos();
-                e.stats.rtt_samples += 1;
+                let s = &mut self.stats[usize::from(id)];
+                s.srtt_ns = e.rtt.srtt().as_nanos();
+                s.rtt_samples += 1;
             }
         }
     }
@@ -332,8 +396,8 @@ impl EvTable {
     /// evidence: its send order says little about its arrival order.
     pub fn on_inferred_loss(&mut self, id: EvId, first_transmission: bool) -> bool {
         let needed = self.profile.inferred_losses_to_retire;
-        let e = &mut self.evs[usize::from(id)];
-        e.stats.inferred_losses += 1;
+        self.stats[usize::from(id)].inferred_losses += 1;
+        let e = &mut self.hot[usize::from(id)];
         if !first_transmission {
             return false;
         }
@@ -348,7 +412,7 @@ impl EvTable {
     /// Retire an EV after a silent loss (brief §3.3: ASSUMED_BAD, replaced from the same
     /// plane's backups), unless that would take its plane below the floor of active EVs.
     pub fn retire(&mut self, id: EvId, now: Instant) -> Retire {
-        let e = self.evs[usize::from(id)];
+        let e = self.hot[usize::from(id)];
         if matches!(e.state, EvState::AssumedBad | EvState::Denied) {
             return Retire::AlreadyOut;
         }
@@ -356,7 +420,7 @@ impl EvTable {
         let mut replacement = None;
         if e.role == EvRole::Active {
             replacement = self.plane_range(plane).find(|&b| {
-                let b = &self.evs[usize::from(b)];
+                let b = &self.hot[usize::from(b)];
                 b.role == EvRole::Backup && b.state == EvState::Good
             });
             if replacement.is_none() && self.active_in_plane[plane] <= self.floor(plane) {
@@ -377,7 +441,7 @@ impl EvTable {
     pub fn retire_plane(&mut self, plane: usize, now: Instant) {
         for id in self.plane_range(plane) {
             if !matches!(
-                self.evs[usize::from(id)].state,
+                self.hot[usize::from(id)].state,
                 EvState::AssumedBad | EvState::Denied
             ) {
                 self.take_out(id, EvState::AssumedBad);
@@ -388,7 +452,7 @@ impl EvTable {
 
     /// A retired EV's first probe is due after the minimum interval.
     fn start_probing(&mut self, id: EvId, now: Instant) {
-        self.evs[usize::from(id)].probe = ProbeState {
+        self.cold[usize::from(id)].probe = ProbeState {
             next_at: now + self.probe_min,
             interval: self.probe_min,
             successes: 0,
@@ -410,7 +474,7 @@ impl EvTable {
     }
 
     fn take_out(&mut self, id: EvId, to: EvState) {
-        let e = &mut self.evs[usize::from(id)];
+        let e = &mut self.hot[usize::from(id)];
         let from = e.state;
         if e.role == EvRole::Active {
             self.active_in_plane[usize::from(e.plane)] -= 1;
@@ -418,7 +482,7 @@ impl EvTable {
         }
         e.role = EvRole::Out;
         e.state = to;
-        e.stats.state_changes += 1;
+        self.stats[usize::from(id)].state_changes += 1;
         let plane = e.plane;
         if self.reverse[usize::from(plane)] == Some(id) {
             self.reverse[usize::from(plane)] = None;
@@ -432,7 +496,7 @@ impl EvTable {
     }
 
     fn activate(&mut self, id: EvId) {
-        let e = &mut self.evs[usize::from(id)];
+        let e = &mut self.hot[usize::from(id)];
         if e.role != EvRole::Active {
             e.role = EvRole::Active;
             self.active_in_plane[usize::from(e.plane)] += 1;
@@ -442,11 +506,11 @@ impl EvTable {
 
     /// Bring an EV back as GOOD: active if its plane is short, else backup.
     fn restore(&mut self, id: EvId) {
-        let e = &mut self.evs[usize::from(id)];
+        let e = &mut self.hot[usize::from(id)];
         let from = e.state;
         e.state = EvState::Good;
         e.role = EvRole::Backup;
-        e.stats.state_changes += 1;
+        self.stats[usize::from(id)].state_changes += 1;
         let plane = e.plane;
         if self.active_in_plane[usize::from(plane)] < self.profile.active_per_plane {
             self.activate(id);
@@ -480,19 +544,24 @@ impl EvTable {
 
     /// Deny an EV (operator deny-list): never used, never probed.
     pub fn deny(&mut self, id: EvId) {
-        if self.evs[usize::from(id)].state == EvState::Denied {
+        if self.hot[usize::from(id)].state == EvState::Denied {
             return;
         }
-        let plane = usize::from(self.evs[usize::from(id)].plane);
-        let was_active = self.evs[usize::from(id)].role == EvRole::Active;
+        let plane = usize::from(self.hot[usize::from(id)].plane);
+        let was_active = self.hot[usize::from(id)].role == EvRole::Active;
         self.retired.retain(|&r| r != id);
-        if self.evs[usize::from(id)].probe.outstanding.take().is_some() {
+        if self.cold[usize::from(id)]
+            .probe
+            .outstanding
+            .take()
+            .is_some()
+        {
             self.probes_out -= 1;
         }
         self.take_out(id, EvState::Denied);
         if was_active
             && let Some(b) = self.plane_range(plane).find(|&b| {
-                let b = &self.evs[usize::from(b)];
+                let b = &self.hot[usize::from(b)];
                 b.role == EvRole::Backup && b.state == EvState::Good
             })
         {
@@ -502,7 +571,7 @@ impl EvTable {
 
     /// Lift a deny: the EV is GOOD again.
     pub fn allow(&mut self, id: EvId) {
-        if self.evs[usize::from(id)].state == EvState::Denied {
+        if self.hot[usize::from(id)].state == EvState::Denied {
             self.restore(id);
         }
     }
@@ -519,8 +588,8 @@ impl EvTable {
 
     /// ECMP remap (brief §8.2): draw every EV but the denied ones again, all GOOD.
     pub fn rerandomize(&mut self, rng: &mut Rng) {
-        for id in 0..self.evs.len() as u16 {
-            let e = &mut self.evs[usize::from(id)];
+        for id in 0..self.hot.len() as u16 {
+            let e = &mut self.hot[usize::from(id)];
             if e.state == EvState::Denied {
                 continue;
             }
@@ -532,7 +601,7 @@ impl EvTable {
             if e.state == EvState::AssumedBad {
                 let plane = e.plane;
                 e.state = EvState::Good;
-                e.stats.state_changes += 1;
+                self.stats[usize::from(id)].state_changes += 1;
                 self.record(EvChange {
                     ev: id,
                     plane,
@@ -540,9 +609,8 @@ impl EvTable {
                     to: EvState::Good,
                 });
             }
-            let e = &mut self.evs[usize::from(id)];
-            e.state = EvState::Good;
-            e.probe.outstanding = None;
+            self.hot[usize::from(id)].state = EvState::Good;
+            self.cold[usize::from(id)].probe.outstanding = None;
         }
         self.retired.clear();
         self.skipped.clear();
@@ -557,7 +625,7 @@ impl EvTable {
     pub fn reverse(&mut self, plane: usize, rng: &mut Rng) -> Option<EvId> {
         let current = *self.reverse.get(plane)?;
         if let Some(id) = current
-            && self.evs[usize::from(id)].role == EvRole::Active
+            && self.hot[usize::from(id)].role == EvRole::Active
         {
             return Some(id);
         }
@@ -584,7 +652,7 @@ impl EvTable {
         let mut k = rng.below(u32::from(n));
         let mut fallback = None;
         for id in range {
-            let e = &self.evs[usize::from(id)];
+            let e = &self.hot[usize::from(id)];
             if e.role != EvRole::Active {
                 continue;
             }
@@ -601,12 +669,14 @@ impl EvTable {
 
     /// Active EVs, in table order.
     pub fn active(&self) -> impl Iterator<Item = EvId> + '_ {
-        (0..self.evs.len() as u16).filter(|&id| self.evs[usize::from(id)].role == EvRole::Active)
+        (0..self.hot.len() as u16).filter(|&id| self.hot[usize::from(id)].role == EvRole::Active)
     }
 
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        self.evs.capacity() * size_of::<Ev>()
+        self.hot.capacity() * size_of::<HotEv>()
+            + self.cold.capacity() * size_of::<ColdEv>()
+            + self.stats.capacity() * size_of::<EvStats>()
             + (self.skipped.capacity() + self.retired.capacity() + self.rtt_touched.capacity()) * 2
             + self.changes.capacity() * size_of::<EvChange>()
             + self.planes.capacity() * size_of::<Range<u16>>()
@@ -634,6 +704,23 @@ fn new_ev(plane: u8, entropy: u32, path: Option<super::SrPath>) -> Ev {
         rtt_pending: None,
         stats: EvStats::default(),
     }
+}
+
+/// The hot part of a freshly built EV.
+fn hot_of(e: &Ev) -> HotEv {
+    let mut h = HotEv {
+        plane: e.plane,
+        state: e.state,
+        role: e.role,
+        suspect_losses: e.suspect_losses,
+        rtt_pending_set: false,
+        skip_round: e.skip_round,
+        entropy: e.entropy,
+        rtt_pending_at: Instant::ZERO,
+        rtt: e.rtt,
+    };
+    h.set_rtt_pending(e.rtt_pending);
+    h
 }
 
 fn ecmp_entropy(order: EntropyOrder, id: EvId, rng: &mut Rng) -> u32 {

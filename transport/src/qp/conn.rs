@@ -77,7 +77,7 @@ impl Connection {
         };
         let shared = init.mode == TransportMode::Mrc;
         let cc = ctx.ccs.attach(a.remote.addr, init.cc_profile, shared, || {
-            cc::build(&profile, &facts)
+            cc::Controller::new(&profile, &facts)
         });
         Ok(Self {
             peer: Peer {

@@ -146,7 +146,7 @@ impl Qp {
                 Body::Ack(AethRepr::ack(u32::from(msn))),
             ),
         };
-        let ev = c.paths.table.ev(ev);
+        let ev = c.paths.table.route(ev);
         let sent = frames::emit_control(
             ctx.cfg,
             ev,

@@ -7,7 +7,7 @@ use core::net::Ipv6Addr;
 use mrc_srv6::wire::{Dscp, Ecn};
 
 use crate::config::EndpointConfig;
-use crate::ev::Ev;
+use crate::ev::EvRoute;
 use crate::wire::bth::BTH_LEN;
 use crate::wire::icrc::ICRC_LEN;
 use crate::wire::{
@@ -34,7 +34,7 @@ pub struct Transmit {
 /// (the EV's plane) it leaves on.
 pub(crate) fn repr(
     cfg: &EndpointConfig,
-    ev: &Ev,
+    ev: EvRoute,
     dst: Ipv6Addr,
     dscp: Dscp,
     ecn: Ecn,
@@ -88,7 +88,7 @@ pub(crate) fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
 #[inline]
 pub(crate) fn emit_control(
     cfg: &EndpointConfig,
-    ev: &Ev,
+    ev: EvRoute,
     dst: Ipv6Addr,
     opcode: Opcode,
     dest_qp: u32,

@@ -179,7 +179,7 @@ impl Requester {
 
     pub fn lose_on_plane(&mut self, table: &EvTable, port: u8) -> u32 {
         self.flight
-            .lose_where(|ev| table.get(ev).is_some_and(|e| e.plane == port))
+            .lose_where(|ev| table.get_hot(ev).is_some_and(|e| e.plane == port))
     }
 
     pub fn heap_bytes(&self) -> usize {
@@ -318,7 +318,7 @@ impl Qp {
         let dscp = cfg.wire.dscp.for_packet(opcode, rtx, true);
         let (repr, port) = frames::repr(
             cfg,
-            c.paths.table.ev(ev),
+            c.paths.table.route(ev),
             c.peer.addr,
             dscp,
             Ecn::Ect0,
@@ -409,7 +409,7 @@ impl Qp {
         let psn = psn_of(c.req.sq_psn, c.req.flight.nxt());
         let t = frames::emit_control(
             ctx.cfg,
-            c.paths.table.ev(ev),
+            c.paths.table.route(ev),
             c.peer.addr,
             Opcode::Probe,
             c.peer.qpn.0,

@@ -13,7 +13,7 @@ use crate::config::EndpointConfig;
 use crate::ctx::Ctx;
 use crate::reliability::psn::{psn_of, seq_of};
 use crate::reliability::{
-    AckDecision, AckPolicy, Arrival, DataArrival, ImmStash, PendingImm, Tracker, build_ack_policy,
+    AckDecision, AckPolicy, Arrival, DataArrival, ImmStash, PendingImm, SackPolicy, Tracker,
 };
 use crate::stats::DropReason;
 use crate::time::Instant;
@@ -29,7 +29,8 @@ pub(crate) struct Responder {
     rq_psn: u32,
     tracker: Tracker,
     imm: ImmStash,
-    policy: Box<dyn AckPolicy>,
+    /// Statically dispatched (issue #13).
+    policy: SackPolicy,
     /// A coalesced SACK waiting for its deadline.
     pending: Option<SackTrigger>,
     due: Option<Instant>,
@@ -52,7 +53,7 @@ impl Responder {
             rq_psn: a.rq_psn & crate::reliability::psn::PSN_MASK,
             tracker: Tracker::new(a.mpr),
             imm: ImmStash::new(a.wimm_limit),
-            policy: build_ack_policy(&cfg.ack),
+            policy: SackPolicy::new(&cfg.ack),
             pending: None,
             due: None,
             gbn: mode == TransportMode::RoceLike,

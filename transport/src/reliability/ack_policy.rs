@@ -1,5 +1,7 @@
 //! When the responder sends a SACK (MRC 1.0 §7.5.2, brief §4.2), as a small trait built by a
-//! factory so experiments can swap the policy.
+//! factory so experiments can swap the policy. The responder holds a [`SackPolicy`], the enum
+//! over the implementations, so its per-packet calls are direct ones (issue #13, static
+//! dispatch).
 //!
 //! The default policy SACKs at once for an ECN-CE-marked packet (its EV must get its own
 //! verdict), a retransmission, a duplicate, a packet asking for it (BTH AckReq), the first gap
@@ -48,9 +50,39 @@ pub trait AckPolicy: fmt::Debug + Send {
     fn on_sack_sent(&mut self);
 }
 
-/// Build the default policy from its configuration.
+/// Build the default policy from its configuration, as a trait object.
 pub fn build_ack_policy(config: &AckConfig) -> Box<dyn AckPolicy> {
-    Box::new(Coalescing::new(*config))
+    Box::new(SackPolicy::new(config))
+}
+
+/// One of the SACK policies, called without a virtual call: each arm is the implementation's
+/// own [`AckPolicy`] method (issue #13, static dispatch on the per-packet path).
+#[derive(Debug, Clone)]
+pub enum SackPolicy {
+    Coalescing(Coalescing),
+}
+
+impl SackPolicy {
+    /// The default policy from its configuration.
+    pub const fn new(config: &AckConfig) -> Self {
+        Self::Coalescing(Coalescing::new(*config))
+    }
+}
+
+impl AckPolicy for SackPolicy {
+    #[inline]
+    fn on_data(&mut self, now: Instant, arrival: &DataArrival) -> AckDecision {
+        match self {
+            Self::Coalescing(p) => p.on_data(now, arrival),
+        }
+    }
+
+    #[inline]
+    fn on_sack_sent(&mut self) {
+        match self {
+            Self::Coalescing(p) => p.on_sack_sent(),
+        }
+    }
 }
 
 /// The default policy (see the module documentation).

@@ -13,7 +13,9 @@ pub mod retry;
 pub mod rtt;
 pub mod tracker;
 
-pub use ack_policy::{AckDecision, AckPolicy, Coalescing, DataArrival, build_ack_policy};
+pub use ack_policy::{
+    AckDecision, AckPolicy, Coalescing, DataArrival, SackPolicy, build_ack_policy,
+};
 pub use flight::{EntryState, Flight, FlightEntry, SackOutcome};
 pub use imm::{BeyondLimit, ImmStash, PendingImm};
 pub use loss::{LossDeadlines, LossDetection};

@@ -14,8 +14,10 @@ impl EvTable {
             return None;
         }
         let due = self.retired.iter().copied().find(|&id| {
-            let e = &self.evs[usize::from(id)];
-            e.probe.outstanding.is_none() && e.probe.next_at <= now && planes & (1 << e.plane) != 0
+            let p = &self.cold[usize::from(id)].probe;
+            p.outstanding.is_none()
+                && p.next_at <= now
+                && planes & (1 << self.hot[usize::from(id)].plane) != 0
         });
         if due.is_none() {
             self.refresh_next_probe();
@@ -28,7 +30,7 @@ impl EvTable {
             .retired
             .iter()
             .filter_map(|&id| {
-                let p = &self.evs[usize::from(id)].probe;
+                let p = &self.cold[usize::from(id)].probe;
                 p.outstanding.is_none().then_some(p.next_at)
             })
             .min();
@@ -36,17 +38,21 @@ impl EvTable {
 
     /// A probe left on `id`.
     pub fn on_probe_sent(&mut self, id: EvId, now: Instant) {
-        let e = &mut self.evs[usize::from(id)];
-        if e.probe.outstanding.replace(now).is_none() {
+        if self.cold[usize::from(id)]
+            .probe
+            .outstanding
+            .replace(now)
+            .is_none()
+        {
             self.probes_out += 1;
         }
-        e.stats.probes_sent += 1;
+        self.stats[usize::from(id)].probes_sent += 1;
         self.refresh_next_probe();
     }
 
     /// Whether `id` has a probe awaiting its answer.
     pub fn probe_outstanding(&self, id: EvId) -> bool {
-        self.evs
+        self.cold
             .get(usize::from(id))
             .is_some_and(|e| e.probe.outstanding.is_some())
     }
@@ -54,16 +60,16 @@ impl EvTable {
     /// The probe on `id` was answered. `true` when that brought the EV back.
     pub fn on_probe_answer(&mut self, id: EvId, now: Instant) -> bool {
         let needed = self.profile.probe_successes;
-        let e = &mut self.evs[usize::from(id)];
-        if e.probe.outstanding.take().is_none() {
+        let p = &mut self.cold[usize::from(id)].probe;
+        if p.outstanding.take().is_none() {
             return false;
         }
         self.probes_out -= 1;
-        e.stats.probes_ok += 1;
-        e.probe.successes += 1;
-        if e.probe.successes < needed {
-            e.probe.next_at = now + self.probe_min;
-            e.probe.interval = self.probe_min;
+        self.stats[usize::from(id)].probes_ok += 1;
+        p.successes += 1;
+        if p.successes < needed {
+            p.next_at = now + self.probe_min;
+            p.interval = self.probe_min;
             self.refresh_next_probe();
             return false;
         }
@@ -80,13 +86,13 @@ impl EvTable {
         }
         let mut failed = 0;
         for &id in &self.retired {
-            let p = &mut self.evs[usize::from(id)].probe;
+            let p = &mut self.cold[usize::from(id)].probe;
             if p.outstanding.is_some_and(|t| t + timeout <= now) {
                 p.outstanding = None;
                 p.successes = 0;
                 p.interval = Duration((p.interval.as_nanos() * 2).min(self.probe_max.as_nanos()));
                 p.next_at = now + p.interval;
-                self.evs[usize::from(id)].stats.probes_failed += 1;
+                self.stats[usize::from(id)].probes_failed += 1;
                 failed += 1;
             }
         }
@@ -106,7 +112,7 @@ impl EvTable {
             .retired
             .iter()
             .filter_map(|&id| {
-                self.evs[usize::from(id)]
+                self.cold[usize::from(id)]
                     .probe
                     .outstanding
                     .map(|t| t + timeout)

@@ -290,3 +290,166 @@ fn deny_and_allow() {
     assert_eq!(t.ev(id).state, EvState::Good);
     assert_eq!(t.ev(id).role, EvRole::Backup);
 }
+
+/// One EV as first built: what must stay its own for the table's life.
+#[derive(Debug, Clone, Copy)]
+struct Identity {
+    plane: u8,
+    path: Option<SrPath>,
+    entropy: u32,
+}
+
+/// EV `id`'s fingerprint: `id + 1` deliveries and an RTT of `(id + 1) × k` µs.
+fn fingerprint(t: &mut EvTable, id: EvId, k: u64) {
+    for _ in 0..=id {
+        t.on_delivered(id, NOW, true);
+    }
+    let rtt = Duration::from_micros(u64::from(id + 1) * k);
+    t.take_rtt_samples(NOW + rtt, None, Duration::from_secs(1));
+}
+
+/// Every EV still carries its own route, entropy, counters and RTT, in every view of it.
+fn check_identities(t: &EvTable, start: &[Identity], redrawn: bool, k_stats: u64, k_hot: u64) {
+    for (id, want) in (0..t.len() as u16).zip(start) {
+        let e = t.ev(id);
+        let n = u64::from(id + 1);
+        assert_eq!(e.plane, want.plane, "EV {id}: plane");
+        assert_eq!(e.path, want.path, "EV {id}: route");
+        if !redrawn {
+            assert_eq!(e.entropy, want.entropy, "EV {id}: entropy");
+        }
+        assert_eq!(
+            t.lookup(e.entropy),
+            Some(id),
+            "EV {id}: its entropy names it"
+        );
+        assert_eq!(e.stats.delivered, n, "EV {id}: its deliveries");
+        assert_eq!(
+            e.stats.srtt_ns,
+            n * k_stats * 1000,
+            "EV {id}: its counted RTT"
+        );
+        assert_eq!(
+            e.rtt.srtt().as_nanos(),
+            n * k_hot * 1000,
+            "EV {id}: its RTT"
+        );
+        assert_eq!(
+            t.route(id),
+            EvRoute {
+                plane: e.plane,
+                entropy: e.entropy,
+                path: e.path
+            }
+        );
+        assert_eq!(t.hot(id).entropy, e.entropy);
+        assert_eq!(*t.stats(id), e.stats);
+    }
+}
+
+/// The hot array, the cold array and the counters stay in step (issue #13, hot state apart
+/// from cold): EV i's route, entropy, RTT and counters stay EV i's through retirement and
+/// replacement, probing back, denial and allowing, and an ECMP redraw.
+#[test]
+fn an_evs_hot_state_route_and_counters_stay_together_through_its_life() {
+    for ecmp in [false, true] {
+        let mut rng = Rng::new(11);
+        let p = profile(6, 3, 1);
+        let timers = TimerConfig::default();
+        let order = EntropyOrder::default();
+        let mut t = if ecmp {
+            EvTable::ecmp(&p, &timers, 2, order, &mut rng)
+        } else {
+            EvTable::srv6(&p, &timers, 2, &Grid { paths: 100 }, 0, 1, order, &mut rng)
+        };
+        let n = t.len() as u16;
+        assert_eq!(n, 12);
+        let start: Vec<Identity> = (0..n)
+            .map(|id| {
+                let e = t.ev(id);
+                Identity {
+                    plane: e.plane,
+                    path: e.path,
+                    entropy: e.entropy,
+                }
+            })
+            .collect();
+        for id in 0..n {
+            fingerprint(&mut t, id, 1);
+        }
+        check_identities(&t, &start, false, 1, 1);
+        let changes = |t: &EvTable| (0..n).map(|i| t.stats(i).state_changes).collect::<Vec<_>>();
+        let one = |id: EvId, k: u64| {
+            (0..n)
+                .map(|i| if i == id { k } else { 0 })
+                .collect::<Vec<_>>()
+        };
+
+        // Retired and replaced from its plane's backups.
+        let a = t.active().next().unwrap();
+        let Retire::Retired {
+            replacement: Some(b),
+        } = t.retire(a, NOW)
+        else {
+            panic!("a backup replaces it");
+        };
+        assert_eq!((t.ev(a).role, t.ev(b).role), (EvRole::Out, EvRole::Active));
+        check_identities(&t, &start, false, 1, 1);
+        assert_eq!(changes(&t), one(a, 1));
+
+        // Probed back.
+        let mut now = NOW;
+        for _ in 0..3 {
+            now += timers.probe_interval_max;
+            assert_eq!(t.probe_due(now, ALL), Some(a));
+            t.on_probe_sent(a, now);
+            t.on_probe_answer(a, now);
+        }
+        assert_eq!(t.ev(a).state, EvState::Good);
+        check_identities(&t, &start, false, 1, 1);
+        assert_eq!(changes(&t), one(a, 2));
+        let probes = |i: EvId| {
+            let s = t.stats(i);
+            (s.probes_sent, s.probes_ok)
+        };
+        assert!((0..n).all(|i| probes(i) == if i == a { (3, 3) } else { (0, 0) }));
+
+        // Denied and allowed.
+        let d = t.plane_range(1).next().unwrap();
+        t.deny(d);
+        t.allow(d);
+        check_identities(&t, &start, false, 1, 1);
+        assert_eq!(changes(&t)[usize::from(d)], 2);
+
+        // Retired, then every EV redrawn: in ECMP mode the entropies and RTTs are new, the
+        // counters and routes stay.
+        let c = t.active().nth(1).unwrap();
+        t.retire(c, now);
+        t.rerandomize(&mut rng);
+        check_identities(&t, &start, ecmp, 1, u64::from(!ecmp));
+        for id in 0..n {
+            fingerprint(&mut t, id, 2);
+        }
+        let k_hot = if ecmp { 2 } else { 1 };
+        let stats_k = |t: &EvTable| {
+            (0..n).all(|i| {
+                t.stats(i).delivered == 2 * u64::from(i + 1) && t.stats(i).rtt_samples == 2
+            })
+        };
+        assert!(
+            stats_k(&t),
+            "every EV's second fingerprint on its own counters"
+        );
+        // Each EV's RTT: the new path's first sample (ECMP), or the old one moved by it.
+        for id in 0..n {
+            let srtt = t.hot(id).rtt.srtt().as_nanos();
+            let first = u64::from(id + 1) * 1000;
+            if ecmp {
+                assert_eq!(srtt, first * k_hot, "EV {id}");
+            } else {
+                assert_eq!(srtt, (7 * first + 2 * first) / 8, "EV {id}");
+            }
+            assert_eq!(t.stats(id).srtt_ns, srtt);
+        }
+    }
+}
