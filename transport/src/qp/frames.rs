@@ -75,38 +75,26 @@ fn route_of(ev: &Ev) -> Route {
 
 /// What a frame of a connection's carries beside its EV and its peer: every per-packet field
 /// the [`Templates`] patch (the BTH's other fields are [`bth`]'s constants).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Packet {
-    pub dscp: Dscp,
-    pub ecn: Ecn,
-    pub opcode: Opcode,
-    pub dest_qp: u32,
-    pub psn: u32,
-    pub ack_req: bool,
-    pub rtx: bool,
-    pub body: Body,
-}
+pub(crate) type Packet = PacketFields;
 
-impl Packet {
-    /// The general emitter's description of this packet on `ev` towards `dst`.
-    fn repr(&self, cfg: &EndpointConfig, ev: &EvWire, dst: Ipv6Addr) -> FrameRepr {
-        let port = &cfg.ports[usize::from(ev.plane)];
-        FrameRepr {
-            src_mac: port.mac,
-            dst_mac: port.next_hop_mac,
-            route: ev.route,
-            src_addr: cfg.nic_addr,
-            dst_addr: dst,
-            dscp: self.dscp,
-            ecn: self.ecn,
-            entropy: ev.entropy,
-            bth: BthRepr {
-                ack_req: self.ack_req,
-                rtx: self.rtx,
-                ..bth(self.opcode, self.dest_qp, self.psn)
-            },
-            body: self.body,
-        }
+/// The general emitter's description of packet `p` on `ev` towards `dst`.
+fn repr_of(p: &Packet, cfg: &EndpointConfig, ev: &EvWire, dst: Ipv6Addr) -> FrameRepr {
+    let port = &cfg.ports[usize::from(ev.plane)];
+    FrameRepr {
+        src_mac: port.mac,
+        dst_mac: port.next_hop_mac,
+        route: ev.route,
+        src_addr: cfg.nic_addr,
+        dst_addr: dst,
+        dscp: p.dscp,
+        ecn: p.ecn,
+        entropy: ev.entropy,
+        bth: BthRepr {
+            ack_req: p.ack_req,
+            rtx: p.rtx,
+            ..bth(p.opcode, p.dest_qp, p.psn)
+        },
+        body: p.body,
     }
 }
 
@@ -196,18 +184,7 @@ impl Templates {
                 what: "header template missing",
             });
         };
-        let fields = PacketFields {
-            route: ev.route,
-            dscp: p.dscp,
-            ecn: p.ecn,
-            entropy: ev.entropy,
-            opcode: p.opcode,
-            ack_req: p.ack_req,
-            rtx: p.rtx,
-            psn: p.psn,
-            body: p.body,
-        };
-        t.emit(&fields, buf, payload_len, &cfg.wire)
+        t.emit(ev.route, ev.entropy, p, buf, payload_len, &cfg.wire)
     }
 
     /// (Re)build slot `i` from `p`'s frame, with the general emitter.
@@ -221,7 +198,7 @@ impl Templates {
         dst: Ipv6Addr,
         p: &Packet,
     ) -> Result<(), WireError> {
-        let t = HeaderTemplate::new(&p.repr(cfg, ev, dst), &cfg.wire)?;
+        let t = HeaderTemplate::new(&repr_of(p, cfg, ev, dst), &cfg.wire)?;
         let Some(slot) = self.slots.get_mut(i) else {
             return Err(WireError::Malformed {
                 what: "plane without a header template slot",
@@ -565,7 +542,7 @@ mod tests {
                 got[layout.payload.clone()].copy_from_slice(&data);
                 layout.finish(&mut got, &cfg.wire);
                 want.fill(0xee);
-                let n = p.repr(&cfg, &ev, dst).build(&mut want, &data, &cfg.wire).unwrap();
+                let n = repr_of(&p, &cfg, &ev, dst).build(&mut want, &data, &cfg.wire).unwrap();
                 prop_assert_eq!(layout.len, n);
                 prop_assert_eq!(&got[..n], &want[..n], "opcode {:?} mode {} payload {}", opcode, mode, payload);
             }

@@ -98,18 +98,17 @@ impl TemplateKey {
     }
 }
 
-/// What differs between the frames of one template.
+/// What differs between the frames of one template beside the EV's route and entropy (and
+/// its DestQP, which the key holds: given here so a sender describes a packet once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PacketFields {
-    /// Must have the template's layout.
-    pub route: Route,
     pub dscp: Dscp,
     pub ecn: Ecn,
-    pub entropy: u32,
     pub opcode: Opcode,
+    pub dest_qp: u32,
+    pub psn: u32,
     pub ack_req: bool,
     pub rtx: bool,
-    pub psn: u32,
     pub body: Body,
 }
 
@@ -117,14 +116,13 @@ impl PacketFields {
     /// The per-packet fields of `r`.
     pub const fn of(r: &FrameRepr) -> Self {
         Self {
-            route: r.route,
             dscp: r.dscp,
             ecn: r.ecn,
-            entropy: r.entropy,
             opcode: r.bth.opcode,
+            dest_qp: r.bth.dest_qp,
+            psn: r.bth.psn,
             ack_req: r.bth.ack_req,
             rtx: r.bth.rtx,
-            psn: r.bth.psn,
             body: r.body,
         }
     }
@@ -166,11 +164,13 @@ impl HeaderTemplate {
         self.layout
     }
 
-    /// [`FrameRepr::emit`] of the frame with this template's key and `f`'s fields: the same
-    /// bytes, the same layout. An `f` whose route has another layout is refused.
+    /// [`FrameRepr::emit`] of the frame with this template's key, `route`, `entropy` and `f`'s
+    /// fields: the same bytes, the same layout. A route of another layout is refused.
     #[inline]
     pub fn emit(
         &self,
+        route: Route,
+        entropy: u32,
         f: &PacketFields,
         buf: &mut [u8],
         payload_len: usize,
@@ -198,7 +198,7 @@ impl HeaderTemplate {
         }
         let hdr = &mut buf[..len];
         let udp_len = UDP_HEADER_LEN + BTH_LEN + body_len + payload_len + pad + ICRC_LEN;
-        let ev = cfg.entropy_order.split(f.entropy);
+        let ev = cfg.entropy_order.split(entropy);
         let tc = (u32::from(f.dscp.0) << 2) | u32::from(f.ecn.bits());
         let word0 = |fl: u32| ((6u32 << 28) | (tc << 20) | (fl & 0x000f_ffff)).to_be_bytes();
         const E: usize = ETHERNET_HEADER_LEN;
@@ -209,7 +209,7 @@ impl HeaderTemplate {
             FlowLabelPlacement::Both => (ev.flow_label, ev.flow_label),
         };
         // Copy the fixed block (constant lengths: plain moves), then patch the IPv6 headers.
-        let (inner, udp) = match (self.layout, f.route) {
+        let (inner, udp) = match (self.layout, route) {
             (TemplateLayout::Ecmp, Route::Ecmp) => {
                 const N: usize = TemplateLayout::Ecmp.len();
                 hdr[..N].copy_from_slice(&self.bytes[..N]);
