@@ -64,7 +64,7 @@ impl TemplateLayout {
 
     /// Bytes of the fixed headers, Ethernet to BTH.
     #[inline]
-    pub const fn len(self) -> usize {
+    pub const fn header_len(self) -> usize {
         match self {
             Self::Ecmp => ETHERNET_HEADER_LEN + IPV6_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN,
             Self::Srv6 => ETHERNET_HEADER_LEN + 2 * IPV6_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN,
@@ -144,7 +144,7 @@ impl HeaderTemplate {
         let mut scratch = [0u8; SCRATCH_LEN];
         r.emit(&mut scratch, 0, cfg)?;
         let mut bytes = [0u8; TEMPLATE_MAX_LEN];
-        bytes[..layout.len()].copy_from_slice(&scratch[..layout.len()]);
+        bytes[..layout.header_len()].copy_from_slice(&scratch[..layout.header_len()]);
         Ok(Self {
             key: TemplateKey::of(r),
             layout,
@@ -183,7 +183,7 @@ impl HeaderTemplate {
         );
         let pad = (4 - payload_len % 4) % 4;
         let body_len = f.body.buffer_len();
-        let head = self.layout.len();
+        let head = self.layout.header_len();
         let len = head + body_len + payload_len + pad + ICRC_LEN;
         if len - ETHERNET_HEADER_LEN - IPV6_HEADER_LEN > usize::from(u16::MAX) {
             return Err(WireError::Malformed {
@@ -211,7 +211,7 @@ impl HeaderTemplate {
         // Copy the fixed block (constant lengths: plain moves), then patch the IPv6 headers.
         let (inner, udp) = match (self.layout, route) {
             (TemplateLayout::Ecmp, Route::Ecmp) => {
-                const N: usize = TemplateLayout::Ecmp.len();
+                const N: usize = TemplateLayout::Ecmp.header_len();
                 hdr[..N].copy_from_slice(&self.bytes[..N]);
                 hdr[E..E + 4].copy_from_slice(&word0(ev.flow_label));
                 (E, E + IP)
@@ -223,7 +223,7 @@ impl HeaderTemplate {
                     srh_segment: None,
                 },
             ) => {
-                const N: usize = TemplateLayout::Srv6.len();
+                const N: usize = TemplateLayout::Srv6.header_len();
                 hdr[..N].copy_from_slice(&self.bytes[..N]);
                 hdr[E..E + 4].copy_from_slice(&word0(outer_fl));
                 hdr[E + 4..E + 6].copy_from_slice(&((IP + udp_len) as u16).to_be_bytes());
@@ -238,7 +238,7 @@ impl HeaderTemplate {
                     srh_segment: Some(segment),
                 },
             ) => {
-                const N: usize = TemplateLayout::Srv6Srh.len();
+                const N: usize = TemplateLayout::Srv6Srh.header_len();
                 const S: usize = E + IP;
                 const I: usize = S + SRH_ONE_SEGMENT_LEN;
                 hdr[..N].copy_from_slice(&self.bytes[..N]);
