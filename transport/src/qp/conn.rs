@@ -36,6 +36,8 @@ pub(crate) struct Connection {
     /// The peer's ports up (PORT_STATUS_UPDATE), bit i = its port i.
     pub remote_up: u32,
     pub timers: TimerTable,
+    /// The fixed headers of its frames, per plane (issue #13, header templates).
+    pub tmpl: frames::Templates,
 }
 
 impl Connection {
@@ -90,6 +92,7 @@ impl Connection {
             ctrl: ControlQueue::new(ctrl_limit),
             remote_up: u32::MAX,
             timers: TimerTable::default(),
+            tmpl: frames::Templates::new(cfg.ports.len()),
         })
     }
 
@@ -142,5 +145,6 @@ impl Connection {
             + self.paths.table.heap_bytes()
             + self.req.heap_bytes()
             + self.resp.heap_bytes()
+            + self.tmpl.heap_bytes()
     }
 }

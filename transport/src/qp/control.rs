@@ -147,7 +147,8 @@ impl Qp {
             ),
         };
         let ev = c.paths.table.route(ev);
-        let sent = frames::emit_control(
+        let sent = frames::emit_control_templated(
+            &mut c.tmpl,
             ctx.cfg,
             ev,
             c.peer.addr,

@@ -295,9 +295,6 @@ impl Qp {
         let ack_req = rtx
             || (last && abs + 1 == sq.tail())
             || req.flight.nxt() + 1 - req.flight.una() >= req.window();
-        let mut bth = frames::bth(opcode, c.peer.qpn.0, psn_of(req.sq_psn, seq));
-        bth.ack_req = ack_req;
-        bth.rtx = rtx;
         let body = Body::Write(WriteHeaders {
             meth: MethRepr {
                 rqmsn: wr.rqmsn,
@@ -315,17 +312,25 @@ impl Qp {
                 None
             },
         });
-        let dscp = cfg.wire.dscp.for_packet(opcode, rtx, true);
-        let (repr, port) = frames::repr(
+        let packet = frames::Packet {
+            dscp: cfg.wire.dscp.for_packet(opcode, rtx, true),
+            ecn: Ecn::Ect0,
+            opcode,
+            dest_qp: c.peer.qpn.0,
+            psn: psn_of(req.sq_psn, seq),
+            ack_req,
+            rtx,
+            body,
+        };
+        let emitted = c.tmpl.emit(
             cfg,
             c.paths.table.route(ev),
             c.peer.addr,
-            dscp,
-            Ecn::Ect0,
-            bth,
-            body,
+            &packet,
+            buf,
+            len as usize,
         );
-        let Ok(layout) = repr.emit(buf, len as usize, &cfg.wire) else {
+        let Ok((layout, port)) = emitted else {
             debug_assert!(false, "poll_transmit buffer smaller than max_frame_len");
             return TxOutcome::Idle;
         };
@@ -407,7 +412,8 @@ impl Qp {
             format_type: TsethRepr::DEFAULT_FORMAT,
         };
         let psn = psn_of(c.req.sq_psn, c.req.flight.nxt());
-        let t = frames::emit_control(
+        let t = frames::emit_control_templated(
+            &mut c.tmpl,
             ctx.cfg,
             c.paths.table.route(ev),
             c.peer.addr,

@@ -50,8 +50,9 @@ pub use eeth::{EETH_LEN, EethPacket, EethRepr};
 pub use entropy::{Entropy, EntropyOrder};
 pub use erth::{ERTH_LEN, EndpointOp, ErthPacket, ErthRepr};
 pub use frame::{
-    Body, Frame, FrameLayout, FrameRepr, Route, SrhView, WriteHeaders, parse_frame,
-    parse_frame_general, trim_frame,
+    Body, Frame, FrameLayout, FrameRepr, HeaderTemplate, PacketFields, Route, SrhView,
+    TEMPLATE_MAX_LEN, TemplateKey, TemplateLayout, WriteHeaders, parse_frame, parse_frame_general,
+    trim_frame,
 };
 pub use immdt::{IMMDT_LEN, ImmDtPacket, ImmDtRepr};
 pub use meth::{METH_LEN, MethPacket, MethRepr};

@@ -9,7 +9,9 @@
 //! Building: [`FrameRepr::emit`] writes every header into the caller's buffer (an mbuf's data
 //! room) and returns a [`FrameLayout`]; the caller copies the payload straight from registered
 //! memory into `buf[layout.payload]`, then [`FrameLayout::finish`] writes the ICRC (and the
-//! UDP checksum when configured). [`FrameRepr::build`] does all three from a slice.
+//! UDP checksum when configured). [`FrameRepr::build`] does all three from a slice. The
+//! engine's QPs emit through a [`HeaderTemplate`] instead (issue #13, header templates): the
+//! same bytes, the fixed headers copied and only the per-packet fields patched.
 //!
 //! Parsing: [`parse_frame`] returns typed headers and a view of the payload, without copying.
 //! A frame whose outer DSCP says "trimmed" is classified before anything else and parsed only
@@ -19,6 +21,7 @@ mod body;
 mod emit;
 mod fast;
 mod parse;
+mod template;
 mod trim;
 
 use core::fmt;
@@ -29,6 +32,7 @@ use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress, EthernetRepr, Ipv6Repr};
 
 pub use body::{Body, WriteHeaders};
 pub use parse::{parse_frame, parse_frame_general};
+pub use template::{HeaderTemplate, PacketFields, TEMPLATE_MAX_LEN, TemplateKey, TemplateLayout};
 pub use trim::trim_frame;
 
 use super::bth::BthRepr;
