@@ -236,6 +236,9 @@ impl Mbuf {
     pub fn truncate(&mut self, _len: usize) -> Result<()> {
         match self.void {}
     }
+    pub fn set_len(&mut self, _len: usize) -> Result<()> {
+        match self.void {}
+    }
     pub fn reset(&mut self) {
         match self.void {}
     }
@@ -254,6 +257,12 @@ impl Mbuf {
 #[derive(Debug)]
 pub struct MbufBurst<const N: usize = BURST_SIZE> {
     _mbufs: PhantomData<[Mbuf; N]>,
+}
+
+impl AsMut<[u8]> for Mbuf {
+    fn as_mut(&mut self) -> &mut [u8] {
+        match self.void {}
+    }
 }
 
 impl<const N: usize> MbufBurst<N> {
@@ -460,6 +469,8 @@ mod api {
                 m.adj(1)?;
                 m.trim(1)?;
                 m.truncate(0)?;
+                m.set_len(0)?;
+                let _: &mut [u8] = m.as_mut();
                 let tail: Mbuf = pool.alloc()?;
                 let _: Result<(), Mbuf> = m.chain(tail);
                 m.linearize()?;
