@@ -271,6 +271,9 @@ impl<const N: usize> MbufBurst<N> {
             _mbufs: PhantomData,
         }
     }
+    pub fn split_front(&mut self, _n: usize) -> Self {
+        Self::new()
+    }
     pub fn len(&self) -> usize {
         0
     }
@@ -482,6 +485,7 @@ mod api {
                 let _: Result<(), Mbuf> = burst.push(m);
                 let _: Option<Mbuf> = burst.pop();
                 let _: Option<&Mbuf> = burst.first();
+                let _: MbufBurst = burst.split_front(1);
                 let drained: Vec<Mbuf> = burst.drain().collect();
                 burst.clear();
                 let ids: Vec<u16> = Port::ids(&eal);

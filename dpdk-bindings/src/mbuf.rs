@@ -263,7 +263,9 @@ impl Mbuf {
     pub fn set_len(&mut self, len: usize) -> Result<()> {
         let m = self.raw.as_ptr();
         if !self.is_contiguous() {
-            return Err(Error::InvalidArgument("set_len needs a single-segment mbuf"));
+            return Err(Error::InvalidArgument(
+                "set_len needs a single-segment mbuf",
+            ));
         }
         let available = (field!(m, buf_len) as usize).saturating_sub(self.headroom());
         let Some(len16) = u16::try_from(len).ok().filter(|_| len <= available) else {

@@ -91,7 +91,10 @@ fn refused_frames_stay_queued_and_leave_in_order(eal: &Eal, pool: &Mempool) {
     read(&mut io);
     let s = io.stats();
     assert_eq!(got, (0..seq).collect::<Vec<_>>(), "{s:?}");
-    assert_eq!((s.tx_frames, s.rx_frames, s.tx_dropped), (u64::from(seq), u64::from(seq), 0));
+    assert_eq!(
+        (s.tx_frames, s.rx_frames, s.tx_dropped),
+        (u64::from(seq), u64::from(seq), 0)
+    );
     println!(
         "{TEST}: refused frames stay queued: {seq} frames, {} refusals, all in order",
         s.tx_refused

@@ -303,10 +303,9 @@ impl PacketIo for DpdkIo {
 
     #[inline]
     fn tx_commit_burst(&mut self, sent: &[Transmit]) {
-        let n = sent.len().min(self.burst.len());
-        let mut staged = self.burst.drain();
-        for t in &sent[..n] {
-            let Some(mut m) = staged.next() else { break };
+        // The front is committed; the buffers not filled stay staged, in order.
+        let mut filled = self.burst.split_front(sent.len());
+        for (mut m, t) in filled.drain().zip(sent) {
             let Some(plane) = self.planes.get_mut(usize::from(t.port)) else {
                 self.stats.tx_dropped += 1;
                 continue;
@@ -329,12 +328,6 @@ impl PacketIo for DpdkIo {
                 }
             }
         }
-        // The buffers not committed stay staged, in order, for the next burst.
-        let mut rest = MbufBurst::new();
-        for m in staged {
-            let _ = rest.push(m);
-        }
-        self.burst = rest;
     }
 
     #[inline]

@@ -328,8 +328,7 @@ impl<P: PacketIo> NicRunner<P> {
                 let Some(buf) = self.io.tx_buffers(1).first_mut() else {
                     break;
                 };
-                if let Some((port, len)) = self.state.ndp.poll_transmit(now, ready, buf.as_mut())
-                {
+                if let Some((port, len)) = self.state.ndp.poll_transmit(now, ready, buf.as_mut()) {
                     self.io.tx_commit_burst(&[Transmit { len, port }]);
                     self.state.stats.ndp_frames_out += 1;
                     sent += 1;
