@@ -236,6 +236,9 @@ impl Mbuf {
     pub fn truncate(&mut self, _len: usize) -> Result<()> {
         match self.void {}
     }
+    pub fn set_len(&mut self, _len: usize) -> Result<()> {
+        match self.void {}
+    }
     pub fn reset(&mut self) {
         match self.void {}
     }
@@ -256,11 +259,20 @@ pub struct MbufBurst<const N: usize = BURST_SIZE> {
     _mbufs: PhantomData<[Mbuf; N]>,
 }
 
+impl AsMut<[u8]> for Mbuf {
+    fn as_mut(&mut self) -> &mut [u8] {
+        match self.void {}
+    }
+}
+
 impl<const N: usize> MbufBurst<N> {
     pub const fn new() -> Self {
         Self {
             _mbufs: PhantomData,
         }
+    }
+    pub fn split_front(&mut self, _n: usize) -> Self {
+        Self::new()
     }
     pub fn len(&self) -> usize {
         0
@@ -460,6 +472,8 @@ mod api {
                 m.adj(1)?;
                 m.trim(1)?;
                 m.truncate(0)?;
+                m.set_len(0)?;
+                let _: &mut [u8] = m.as_mut();
                 let tail: Mbuf = pool.alloc()?;
                 let _: Result<(), Mbuf> = m.chain(tail);
                 m.linearize()?;
@@ -471,6 +485,7 @@ mod api {
                 let _: Result<(), Mbuf> = burst.push(m);
                 let _: Option<Mbuf> = burst.pop();
                 let _: Option<&Mbuf> = burst.first();
+                let _: MbufBurst = burst.split_front(1);
                 let drained: Vec<Mbuf> = burst.drain().collect();
                 burst.clear();
                 let ids: Vec<u16> = Port::ids(&eal);

@@ -79,6 +79,22 @@ impl<const N: usize> MbufBurst<N> {
         free_bulk(self.slots.as_mut_ptr().cast(), n);
     }
 
+    /// Moves the first `n` mbufs (all of them, if fewer) into a new burst, in order; the others
+    /// move to the front of this one. Two pointer copies, no per-mbuf loop: for a TX path that
+    /// commits the front of a staged burst and keeps the rest staged (issue #13).
+    pub fn split_front(&mut self, n: usize) -> Self {
+        let n = n.min(self.len);
+        let mut front = Self::new();
+        // SAFETY: `slots[..n]` are initialised; they are copied bit for bit into `front`, which
+        // owns them from now on, and `consume_front` below forgets them here.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.slots.as_ptr(), front.slots.as_mut_ptr(), n);
+        }
+        front.len = n;
+        self.consume_front(n);
+        front
+    }
+
     /// Moves every mbuf out, front to back; those not taken are freed when the `Drain` drops.
     pub fn drain(&mut self) -> Drain<'_, N> {
         let end = std::mem::replace(&mut self.len, 0);

@@ -47,6 +47,24 @@ pub const DEFAULT_DATA_ROOM: u16 = 2048 + HEADROOM;
 /// The DPDK version this crate was built against, or `None` when built without DPDK.
 pub const DPDK_VERSION: Option<&str> = option_env!("MRC_DPDK_VERSION");
 
+/// `rte_prefetch0`: asks the CPU to bring the cache line at the start of `bytes` (a frame's
+/// headers) into every cache level ahead of use, as l2fwd does per received frame. A hint: it
+/// never faults and changes no result. Pure Rust (`_mm_prefetch`), so it is there without
+/// DPDK too; a no-op off x86-64.
+#[inline(always)]
+pub fn prefetch0(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint that never faults, whatever the address; this one is the
+    // start of a live slice.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            bytes.as_ptr().cast(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 #[cfg(not(mrc_dpdk_absent))]
 mod burst;
 #[cfg(not(mrc_dpdk_absent))]

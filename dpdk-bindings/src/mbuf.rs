@@ -255,6 +255,34 @@ impl Mbuf {
         self.trim(self.len().saturating_sub(len))
     }
 
+    /// Sets a one-segment frame's length to `len` bytes (`data_len` and `pkt_len`), longer or
+    /// shorter, within the room after its data offset: what [`append`](Self::append) and
+    /// [`truncate`](Self::truncate) do, as two field writes instead of calls into C (the NIC
+    /// loop sizes every staged TX mbuf twice, issue #13).
+    #[inline]
+    pub fn set_len(&mut self, len: usize) -> Result<()> {
+        let m = self.raw.as_ptr();
+        if !self.is_contiguous() {
+            return Err(Error::InvalidArgument(
+                "set_len needs a single-segment mbuf",
+            ));
+        }
+        let available = (field!(m, buf_len) as usize).saturating_sub(self.headroom());
+        let Some(len16) = u16::try_from(len).ok().filter(|_| len <= available) else {
+            return Err(Error::NoRoom {
+                requested: len,
+                available,
+            });
+        };
+        // SAFETY: we own the mbuf (`&mut self`) and it has one segment; the new length stays
+        // within its buffer after `data_off`, so every accessor's view stays in the buffer.
+        unsafe {
+            (*m).data_len = len16;
+            (*m).pkt_len = u32::from(len16);
+        }
+        Ok(())
+    }
+
     /// Empties the mbuf (frees chained segments) and restores the default headroom.
     pub fn reset(&mut self) {
         if !self.is_contiguous() {
@@ -302,6 +330,15 @@ fn segment_data(seg: *mut sys::rte_mbuf) -> (*mut u8, usize) {
     let off = field!(seg, data_off) as usize;
     // SAFETY: `data_off` lies within the segment's buffer.
     (unsafe { base.add(off) }, field!(seg, data_len) as usize)
+}
+
+/// The first segment's bytes, writable ([`Mbuf::data_mut`]): an mbuf as a buffer to write a
+/// frame into (e.g. the engine's `poll_transmit_burst`).
+impl AsMut<[u8]> for Mbuf {
+    #[inline]
+    fn as_mut(&mut self) -> &mut [u8] {
+        self.data_mut()
+    }
 }
 
 impl Drop for Mbuf {

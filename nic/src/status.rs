@@ -13,8 +13,14 @@ pub struct NicStats {
     pub busy_iterations: u64,
     /// Frames handed to the engine.
     pub frames_to_engine: u64,
+    /// RX bursts handed to the engine, one `Endpoint::handle_packets` call each (issue #13,
+    /// the NIC loop in l2fwd shape).
+    pub rx_bursts_to_engine: u64,
     /// Frames the engine produced.
     pub frames_from_engine: u64,
+    /// TX bursts the engine filled (one `Endpoint::poll_transmit_burst` call that wrote at
+    /// least one frame each).
+    pub tx_bursts_from_engine: u64,
     /// Neighbour-discovery frames received / sent.
     pub ndp_frames_in: u64,
     pub ndp_frames_out: u64,

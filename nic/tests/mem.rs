@@ -6,8 +6,11 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
+use mrc_nic::io::PacketIo;
 use mrc_nic::io::mem::{host_mac, router_mac};
-use mrc_nic::{MemControl, MemFabric, MemIo, NextHop, Nic, NicEvent, NicHandle, PortState};
+use mrc_nic::{
+    MemControl, MemFabric, MemIo, NextHop, Nic, NicEvent, NicHandle, NicRunner, PortState,
+};
 use mrc_transport::Event;
 use mrc_transport::verbs::{
     QpState, SendOpcode, SendWr, Sge, VerbsError, WcStatus, WorkCompletion,
@@ -308,4 +311,64 @@ fn several_application_threads_share_each_nic() {
     let s = p.handles[0].nic_stats().unwrap();
     assert_eq!(s.doorbell_errors, 0);
     assert!(s.doorbells >= 4 * 40, "{s:?}");
+}
+
+/// Each RX burst reaches the engine whole, in one `handle_packets` call (issue #13, the NIC loop
+/// in l2fwd shape): 70 frames queued for a NIC, one of them neighbour discovery, arrive in
+/// bursts of 32, 32 and 6; the counters after each iteration are the frames sent, every one
+/// but the neighbour-discovery frame at the engine.
+#[test]
+fn rx_bursts_reach_the_engine_whole() {
+    const FRAMES: u32 = 70;
+    const NDP_AT: u32 = 10;
+    let (mut a, b, control) = MemFabric::pair(1, nic_addr(0), nic_addr(1));
+    let hops = vec![NextHop::Static(router_mac(0))];
+    let (mut runner, handle) = NicRunner::new(nic_config(1, 1, hops), b).expect("runner");
+    let engine_frames = |runner: &mut NicRunner<MemIo>| {
+        let h = handle.clone();
+        runner.poll_while(move || h.endpoint_stats())
+    };
+    let before = engine_frames(&mut runner)
+        .expect("endpoint stats")
+        .frames_received;
+    let start = runner.stats();
+    for i in 0..FRAMES {
+        let buf = a.tx_buffer().expect("a buffer");
+        buf[..6].copy_from_slice(&host_mac(1, 0).0);
+        buf[6..12].copy_from_slice(&host_mac(0, 0).0);
+        buf[12..14].copy_from_slice(&[0x86, 0xdd]);
+        buf[14..80].fill(0);
+        // IPv6 next header: ICMPv6 (neighbour discovery's) for one frame, else none.
+        buf[20] = if i == NDP_AT { 58 } else { 59 };
+        buf[76..80].copy_from_slice(&i.to_be_bytes());
+        a.tx_commit(0, 80);
+    }
+    assert_eq!(control.port_stats(1, 0).queued, FRAMES as usize);
+    let mut expected_to_engine = 0;
+    for (bursts, burst) in [32_u64, 32, 6].into_iter().enumerate() {
+        assert!(runner.poll_once(), "work found");
+        let s = runner.stats();
+        let ndp = u64::from(bursts == 0);
+        expected_to_engine += burst - ndp;
+        assert_eq!(
+            (
+                s.io.rx_frames - start.io.rx_frames,
+                s.frames_to_engine - start.frames_to_engine,
+                s.ndp_frames_in - start.ndp_frames_in,
+                s.rx_bursts_to_engine - start.rx_bursts_to_engine,
+            ),
+            (
+                expected_to_engine + 1,
+                expected_to_engine,
+                1,
+                bursts as u64 + 1
+            ),
+            "after burst {bursts}: {s:?}"
+        );
+    }
+    let after = engine_frames(&mut runner)
+        .expect("endpoint stats")
+        .frames_received;
+    assert_eq!(after - before, u64::from(FRAMES - 1));
+    assert_eq!(control.port_stats(1, 0).queued, 0);
 }

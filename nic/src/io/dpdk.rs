@@ -15,12 +15,12 @@ use mrc_dpdk::{
     PortConfig, PortStats, RxQueue, TxQueue,
 };
 use mrc_srv6::wire::EthernetAddress;
-use mrc_transport::PortMask;
+use mrc_transport::{PortMask, Transmit};
 
-use super::{IoStats, PacketIo, RX_BURST, ThreadGuard};
+use super::{IoStats, PacketIo, RX_BURST, TX_BURST, ThreadGuard};
 use crate::error::NicError;
 
-const _: () = assert!(RX_BURST <= BURST_SIZE);
+const _: () = assert!(RX_BURST <= BURST_SIZE && TX_BURST <= BURST_SIZE);
 
 /// The ports of a process, shared by its engines for link-state queries and counters (DPDK's
 /// control calls are not thread-safe: one at a time, and never waited for on the datapath).
@@ -95,6 +95,8 @@ pub struct DpdkIo {
     ports: PortSet,
     eal: Eal,
     staged: Option<Mbuf>,
+    /// The staged burst of [`PacketIo::tx_buffers`]: mbufs sized to `frame_room`, in order.
+    burst: MbufBurst<TX_BURST>,
     frame_room: usize,
     stats: IoStats,
 }
@@ -149,6 +151,7 @@ impl DpdkIo {
             ports,
             eal: eal.clone(),
             staged: None,
+            burst: MbufBurst::new(),
             frame_room,
             stats: IoStats::default(),
         })
@@ -212,6 +215,35 @@ impl PacketIo for DpdkIo {
     }
 
     #[inline]
+    fn rx_frames<F: FnOnce(&[&[u8]])>(&mut self, port: u8, f: F) -> usize {
+        let plane = &mut self.planes[usize::from(port)];
+        if plane.q.rx.rx_burst(&mut plane.rx) == 0 {
+            return 0;
+        }
+        // Views of the burst's mbufs (the PMD just wrote their headers), in order.
+        let mut frames: [&[u8]; RX_BURST] = [&[]; RX_BURST];
+        let mut n = 0;
+        let mut bytes = 0;
+        for m in plane.rx.iter() {
+            // As in `rx_burst`: a chained mbuf only comes from a misconfigured port.
+            if m.is_contiguous() {
+                frames[n] = m.data();
+                bytes += m.len() as u64;
+                n += 1;
+            } else {
+                self.stats.rx_dropped += 1;
+            }
+        }
+        if n > 0 {
+            f(&frames[..n]);
+        }
+        self.stats.rx_frames += n as u64;
+        self.stats.rx_bytes += bytes;
+        plane.rx.clear();
+        n
+    }
+
+    #[inline]
     fn tx_ready(&self) -> PortMask {
         let mut mask = 0;
         for (i, p) in self.planes.iter().enumerate() {
@@ -220,6 +252,82 @@ impl PacketIo for DpdkIo {
             }
         }
         PortMask(mask)
+    }
+
+    #[inline]
+    fn tx_room(&self) -> (PortMask, usize) {
+        let mut mask = 0;
+        let mut room = TX_BURST;
+        for (i, p) in self.planes.iter().enumerate() {
+            if p.link_up && !p.tx.is_full() {
+                mask |= 1 << i;
+                room = room.min(p.tx.capacity() - p.tx.len());
+            }
+        }
+        (PortMask(mask), room)
+    }
+
+    type TxBuf = Mbuf;
+
+    #[inline]
+    fn tx_buffers(&mut self, n: usize) -> &mut [Mbuf] {
+        let n = n.min(TX_BURST);
+        let have = self.burst.len();
+        if have < n {
+            // One bulk allocation for the burst (`rte_pktmbuf_alloc_bulk`), all or none; short
+            // of mbufs, as many as there are, one by one.
+            if self.pool.alloc_bulk(&mut self.burst, n - have).is_err() {
+                while self.burst.len() < n {
+                    let Ok(m) = self.pool.alloc() else { break };
+                    let _ = self.burst.push(m);
+                }
+                if self.burst.len() < n {
+                    self.stats.tx_no_buffer += 1;
+                }
+            }
+            // The whole room, trimmed to each frame at commit (`new` checked that it fits);
+            // mbufs from one that does not take it (none should) on go back to the pool.
+            for i in have..self.burst.len() {
+                if self.burst[i].set_len(self.frame_room).is_err() {
+                    self.stats.tx_no_buffer += 1;
+                    while self.burst.len() > i {
+                        drop(self.burst.pop());
+                    }
+                    break;
+                }
+            }
+        }
+        let staged = self.burst.len().min(n);
+        &mut self.burst[..staged]
+    }
+
+    #[inline]
+    fn tx_commit_burst(&mut self, sent: &[Transmit]) {
+        // The front is committed; the buffers not filled stay staged, in order.
+        let mut filled = self.burst.split_front(sent.len());
+        for (mut m, t) in filled.drain().zip(sent) {
+            let Some(plane) = self.planes.get_mut(usize::from(t.port)) else {
+                self.stats.tx_dropped += 1;
+                continue;
+            };
+            if m.set_len(t.len).is_err() {
+                self.stats.tx_dropped += 1;
+                continue;
+            }
+            if plane.tx.push(m).is_err() {
+                // tx_room said there was room: only a caller asking for more gets here.
+                self.stats.tx_dropped += 1;
+                continue;
+            }
+            self.stats.tx_bytes += t.len as u64;
+            if plane.tx.is_full() {
+                let sent = plane.q.tx.tx_burst(&mut plane.tx);
+                self.stats.tx_frames += sent as u64;
+                if !plane.tx.is_empty() {
+                    self.stats.tx_refused += 1;
+                }
+            }
+        }
     }
 
     #[inline]

@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 
 use crossbeam_queue::ArrayQueue;
 use mrc_srv6::wire::EthernetAddress;
-use mrc_transport::PortMask;
+use mrc_transport::{PortMask, Transmit};
 
-use super::{IoStats, PacketIo, RX_BURST};
+use super::{IoStats, PacketIo, RX_BURST, TX_BURST};
 
 /// Default bytes per buffer: a 9000-byte MTU frame and then some.
 pub const DEFAULT_FRAME_ROOM: usize = 9216;
@@ -142,6 +142,8 @@ impl MemFabric {
                 fabric: Arc::clone(&inner),
                 host,
                 staged: None,
+                burst: Vec::with_capacity(TX_BURST),
+                rx_held: Vec::with_capacity(RX_BURST),
                 stats: IoStats::default(),
             })
             .collect();
@@ -304,6 +306,11 @@ pub struct MemIo {
     fabric: Arc<Inner>,
     host: usize,
     staged: Option<Box<[u8]>>,
+    /// The staged burst of [`PacketIo::tx_buffers`], in order.
+    burst: Vec<Box<[u8]>>,
+    /// The frames of the RX burst being handed over by [`PacketIo::rx_frames`] (kept for its
+    /// capacity).
+    rx_held: Vec<Frame>,
     stats: IoStats,
 }
 
@@ -321,66 +328,9 @@ impl MemIo {
     pub fn host(&self) -> u16 {
         self.host as u16
     }
-}
 
-impl PacketIo for MemIo {
-    fn port_count(&self) -> usize {
-        self.fabric.planes
-    }
-
-    fn mac(&self, port: u8) -> EthernetAddress {
-        host_mac(self.host as u16, port)
-    }
-
-    fn frame_room(&self) -> usize {
-        self.fabric.frame_room
-    }
-
-    fn rx_burst<F: FnMut(&[u8])>(&mut self, port: u8, mut f: F) -> usize {
-        let plane = usize::from(port);
-        let state = self.fabric.port(self.host, plane);
-        let up = state.up.load(Ordering::Relaxed);
-        let mut n = 0;
-        while n < RX_BURST {
-            let Some(frame) = state.rx.pop() else { break };
-            if up {
-                f(&frame.buf[..frame.len]);
-                self.stats.rx_frames += 1;
-                self.stats.rx_bytes += frame.len as u64;
-                n += 1;
-            } else {
-                self.stats.rx_dropped += 1;
-            }
-            self.fabric.pool.put(frame.buf);
-        }
-        n
-    }
-
-    fn tx_ready(&self) -> PortMask {
-        let mut mask = 0;
-        for p in 0..self.fabric.planes {
-            if self.fabric.port(self.host, p).up.load(Ordering::Relaxed) {
-                mask |= 1 << p;
-            }
-        }
-        PortMask(mask)
-    }
-
-    fn tx_buffer(&mut self) -> Option<&mut [u8]> {
-        if self.staged.is_none() {
-            let buf = self.fabric.pool.get();
-            if buf.is_none() {
-                self.stats.tx_no_buffer += 1;
-            }
-            self.staged = buf;
-        }
-        self.staged.as_deref_mut()
-    }
-
-    fn tx_commit(&mut self, port: u8, len: usize) {
-        let Some(buf) = self.staged.take() else {
-            return;
-        };
+    /// Sends the first `len` bytes of `buf` on `port`: into the receiver's ring, or lost.
+    fn commit(&mut self, buf: Box<[u8]>, port: u8, len: usize) {
         let plane = usize::from(port);
         let fabric = &*self.fabric;
         if plane >= fabric.planes || len > buf.len() {
@@ -427,6 +377,128 @@ impl PacketIo for MemIo {
             }
         }
     }
+}
+
+impl PacketIo for MemIo {
+    fn port_count(&self) -> usize {
+        self.fabric.planes
+    }
+
+    fn mac(&self, port: u8) -> EthernetAddress {
+        host_mac(self.host as u16, port)
+    }
+
+    fn frame_room(&self) -> usize {
+        self.fabric.frame_room
+    }
+
+    fn rx_burst<F: FnMut(&[u8])>(&mut self, port: u8, mut f: F) -> usize {
+        let plane = usize::from(port);
+        let state = self.fabric.port(self.host, plane);
+        let up = state.up.load(Ordering::Relaxed);
+        let mut n = 0;
+        while n < RX_BURST {
+            let Some(frame) = state.rx.pop() else { break };
+            if up {
+                f(&frame.buf[..frame.len]);
+                self.stats.rx_frames += 1;
+                self.stats.rx_bytes += frame.len as u64;
+                n += 1;
+            } else {
+                self.stats.rx_dropped += 1;
+            }
+            self.fabric.pool.put(frame.buf);
+        }
+        n
+    }
+
+    fn rx_frames<F: FnOnce(&[&[u8]])>(&mut self, port: u8, f: F) -> usize {
+        let plane = usize::from(port);
+        let fabric = &*self.fabric;
+        let state = fabric.port(self.host, plane);
+        let up = state.up.load(Ordering::Relaxed);
+        while self.rx_held.len() < RX_BURST {
+            let Some(frame) = state.rx.pop() else { break };
+            if up {
+                self.stats.rx_frames += 1;
+                self.stats.rx_bytes += frame.len as u64;
+                self.rx_held.push(frame);
+            } else {
+                self.stats.rx_dropped += 1;
+                fabric.pool.put(frame.buf);
+            }
+        }
+        let n = self.rx_held.len();
+        if n > 0 {
+            let mut frames: [&[u8]; RX_BURST] = [&[]; RX_BURST];
+            for (view, frame) in frames.iter_mut().zip(&self.rx_held) {
+                *view = &frame.buf[..frame.len];
+            }
+            f(&frames[..n]);
+            for frame in self.rx_held.drain(..) {
+                fabric.pool.put(frame.buf);
+            }
+        }
+        n
+    }
+
+    fn tx_ready(&self) -> PortMask {
+        let mut mask = 0;
+        for p in 0..self.fabric.planes {
+            if self.fabric.port(self.host, p).up.load(Ordering::Relaxed) {
+                mask |= 1 << p;
+            }
+        }
+        PortMask(mask)
+    }
+
+    fn tx_room(&self) -> (PortMask, usize) {
+        // A link takes every frame at once (a full receive ring drops, it never refuses).
+        (self.tx_ready(), TX_BURST)
+    }
+
+    type TxBuf = Box<[u8]>;
+
+    fn tx_buffers(&mut self, n: usize) -> &mut [Box<[u8]>] {
+        let n = n.min(TX_BURST);
+        while self.burst.len() < n {
+            let Some(buf) = self.fabric.pool.get() else {
+                self.stats.tx_no_buffer += 1;
+                break;
+            };
+            self.burst.push(buf);
+        }
+        let staged = self.burst.len().min(n);
+        &mut self.burst[..staged]
+    }
+
+    fn tx_commit_burst(&mut self, sent: &[Transmit]) {
+        let n = sent.len().min(self.burst.len());
+        let mut staged = std::mem::take(&mut self.burst);
+        for (buf, t) in staged.drain(..n).zip(sent) {
+            self.commit(buf, t.port, t.len);
+        }
+        // The buffers not committed stay staged, in order.
+        self.burst = staged;
+    }
+
+    fn tx_buffer(&mut self) -> Option<&mut [u8]> {
+        if self.staged.is_none() {
+            let buf = self.fabric.pool.get();
+            if buf.is_none() {
+                self.stats.tx_no_buffer += 1;
+            }
+            self.staged = buf;
+        }
+        self.staged.as_deref_mut()
+    }
+
+    fn tx_commit(&mut self, port: u8, len: usize) {
+        let Some(buf) = self.staged.take() else {
+            return;
+        };
+        self.commit(buf, port, len);
+    }
 
     fn tx_flush(&mut self) {
         // Frames are in their receiver's ring as soon as they are committed.
@@ -448,7 +520,7 @@ impl PacketIo for MemIo {
 
 impl Drop for MemIo {
     fn drop(&mut self) {
-        if let Some(buf) = self.staged.take() {
+        for buf in self.staged.take().into_iter().chain(self.burst.drain(..)) {
             self.fabric.pool.put(buf);
         }
     }

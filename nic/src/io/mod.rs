@@ -9,7 +9,7 @@ pub mod dpdk;
 pub mod mem;
 
 use mrc_srv6::wire::EthernetAddress;
-use mrc_transport::PortMask;
+use mrc_transport::{PortMask, Transmit};
 
 use crate::error::NicError;
 
@@ -17,7 +17,16 @@ use crate::error::NicError;
 /// `MAX_PKT_BURST`).
 pub const RX_BURST: usize = 32;
 
+/// Frames staged for one transmit burst at most (DPDK l2fwd's `MAX_PKT_BURST`).
+pub const TX_BURST: usize = 32;
+
 /// Burst I/O over the ports of one NIC (port `i` = plane `i`), polled by one thread.
+///
+/// The poll loop uses the burst calls, l2fwd's shape (issue #13, the NIC loop in l2fwd
+/// shape): [`rx_frames`](Self::rx_frames) hands a whole RX burst over at once, and
+/// [`tx_buffers`](Self::tx_buffers) + [`tx_commit_burst`](Self::tx_commit_burst) stage a burst
+/// of buffers for the engine to fill and queue the filled ones together. The one-frame calls
+/// below remain for callers that send or receive a frame at a time.
 ///
 /// Sending goes through one staging buffer: [`tx_buffer`](Self::tx_buffer) lends it (an mbuf's
 /// data room, a link buffer), the engine writes a frame into it and learns which port the frame
@@ -45,8 +54,36 @@ pub trait PacketIo: Send {
     /// buffer (nothing is copied); returns how many. Never blocks.
     fn rx_burst<F: FnMut(&[u8])>(&mut self, port: u8, f: F) -> usize;
 
+    /// Receives up to [`RX_BURST`] frames from `port` and hands them to `f` all at once, in
+    /// order, as views into their buffers (DPDK: the mbufs of one `rte_eth_rx_burst`; nothing
+    /// is copied); returns how many. `f` is not called when nothing arrived. Never blocks.
+    fn rx_frames<F: FnOnce(&[&[u8]])>(&mut self, port: u8, f: F) -> usize;
+
     /// The ports that take a frame now (link up and room in their TX queue).
     fn tx_ready(&self) -> PortMask;
+
+    /// The ports that take a frame now ([`tx_ready`](Self::tx_ready)), and how many frames
+    /// every one of them takes at least before one of its queues is full: a burst of that many
+    /// frames, spread over those ports in any way, is queued whole by
+    /// [`tx_commit_burst`](Self::tx_commit_burst). At least 1 when the mask is not empty.
+    fn tx_room(&self) -> (PortMask, usize);
+
+    /// One staging buffer of a burst (an mbuf, a link buffer): at least
+    /// [`frame_room`](Self::frame_room) bytes to write a frame into.
+    type TxBuf: AsMut<[u8]>;
+
+    /// Stages up to `n` buffers (at most [`TX_BURST`]; DPDK: allocated in bulk) and lends
+    /// them, in order; fewer, or none, when buffers ran out. Buffers staged and not committed
+    /// stay staged for the next burst.
+    fn tx_buffers(&mut self, n: usize) -> &mut [Self::TxBuf];
+
+    /// Queues the first `sent.len()` staged buffers, buffer `i` as the first `sent[i].len`
+    /// bytes on port `sent[i].port`, in order; the others stay staged. A port that cannot take
+    /// one (down, or full because the caller asked for more than
+    /// [`tx_room`](Self::tx_room)) drops it and counts the drop, as
+    /// [`tx_commit`](Self::tx_commit) does. A port queue that fills is sent at once; what the
+    /// port refuses stays queued, in order, for the next flush.
+    fn tx_commit_burst(&mut self, sent: &[Transmit]);
 
     /// The staging buffer (at least [`frame_room`](Self::frame_room) bytes), or `None` when no
     /// buffer is free right now.
@@ -66,6 +103,18 @@ pub trait PacketIo: Send {
 
     /// Counters.
     fn stats(&self) -> IoStats;
+}
+
+/// Asks the CPU to bring the first cache line of `frame` (its headers) close ahead of use:
+/// DPDK's `rte_prefetch0` (through `mrc-dpdk`'s safe wrapper), which l2fwd issues per frame of
+/// an RX burst (issue #13, the NIC loop in l2fwd shape). A hint: it changes no result; a no-op
+/// without the `dpdk` feature.
+#[inline(always)]
+pub fn prefetch0(frame: &[u8]) {
+    #[cfg(feature = "dpdk")]
+    mrc_dpdk::prefetch0(frame);
+    #[cfg(not(feature = "dpdk"))]
+    let _ = frame;
 }
 
 /// Keeps a per-thread registration alive (see [`PacketIo::enter_thread`]).

@@ -3,14 +3,17 @@
 //! Each iteration reads the clock once, then, never blocking:
 //! 1. takes doorbells (post_send / post_recv) from the lock-free ring into the engine;
 //! 2. runs waiting control commands;
-//! 3. receives a burst per port: neighbour-discovery frames to [`Ndp`], the rest to
-//!    `Endpoint::handle_packet` as views into the receive buffers;
+//! 3. receives a burst per port: neighbour-discovery frames to [`Ndp`], the rest to the engine
+//!    in one `Endpoint::handle_packets` call per burst, as views into the receive buffers,
+//!    the next frame's headers prefetched while one is handled (DPDK's l2fwd shape, issue #13);
 //! 4. tells the engine about resolved next hops, and (once per link-poll interval) about links
 //!    that went up or down: a port is up for the engine when its link is up *and* its next
 //!    hop's MAC is known;
 //! 5. fires the engine's timers when due;
-//! 6. drains `poll_transmit` (neighbour discovery first) into the ports' buffers, up to a
-//!    budget, on the ports with room, and flushes partial bursts;
+//! 6. drains the engine (neighbour discovery first) into the ports' buffers, up to a budget,
+//!    on the ports with room: a burst of staged buffers (DPDK: mbufs allocated in bulk) filled
+//!    by one `Endpoint::poll_transmit_burst` and committed together, no larger than every
+//!    ready port takes; then flushes partial bursts (the drain timer: one iteration);
 //! 7. forwards the engine's events, and moves completions to the application's CQ rings.
 
 mod cpu;
@@ -19,14 +22,14 @@ mod state;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use mrc_transport::{Endpoint, Instant, PortMask};
+use mrc_transport::{Endpoint, Instant, PortMask, Transmit};
 
 use state::NicState;
 
 use crate::config::{IdlePolicy, NicConfig};
 use crate::error::NicError;
 use crate::handle::NicHandle;
-use crate::io::PacketIo;
+use crate::io::{PacketIo, TX_BURST, prefetch0};
 use crate::ndp::{self, Ndp, NextHop};
 use crate::shared::{NicControl, NicEvent, Shared};
 use crate::status::NicStats;
@@ -242,13 +245,28 @@ impl<P: PacketIo> NicRunner<P> {
         } = &mut self.state;
         let mut n = 0;
         for p in 0..self.ports as u8 {
-            n += self.io.rx_burst(p, |frame| {
-                if ndp::is_icmpv6(frame) {
-                    stats.ndp_frames_in += 1;
-                    ndp.handle_frame(p, frame);
-                } else {
-                    stats.frames_to_engine += 1;
-                    endpoint.handle_packet(now, p, frame);
+            n += self.io.rx_frames(p, |frames| {
+                let mut to_engine = frames
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, &frame)| {
+                        if let Some(next) = frames.get(i + 1) {
+                            prefetch0(next);
+                        }
+                        if ndp::is_icmpv6(frame) {
+                            stats.ndp_frames_in += 1;
+                            ndp.handle_frame(p, frame);
+                            None
+                        } else {
+                            stats.frames_to_engine += 1;
+                            Some(frame)
+                        }
+                    })
+                    .peekable();
+                // A burst of neighbour discovery alone does not reach the engine.
+                if to_engine.peek().is_some() {
+                    endpoint.handle_packets(now, p, &mut to_engine);
+                    stats.rx_bursts_to_engine += 1;
                 }
             });
         }
@@ -299,18 +317,19 @@ impl<P: PacketIo> NicRunner<P> {
             .enumerate()
             .fold(0_u32, |m, (p, &up)| if up { m | 1 << p } else { m });
         let mut ndp_due = self.state.ndp.has_output(now);
+        let mut out = [Transmit { len: 0, port: 0 }; TX_BURST];
         let mut sent = 0;
         while sent < self.tx_budget {
-            let ready = self.io.tx_ready();
+            let (ready, room) = self.io.tx_room();
             if ready.0 == 0 {
                 break;
             }
-            let Some(buf) = self.io.tx_buffer() else {
-                break;
-            };
             if ndp_due {
-                if let Some((port, len)) = self.state.ndp.poll_transmit(now, ready, buf) {
-                    self.io.tx_commit(port, len);
+                let Some(buf) = self.io.tx_buffers(1).first_mut() else {
+                    break;
+                };
+                if let Some((port, len)) = self.state.ndp.poll_transmit(now, ready, buf.as_mut()) {
+                    self.io.tx_commit_burst(&[Transmit { len, port }]);
                     self.state.stats.ndp_frames_out += 1;
                     sent += 1;
                     continue;
@@ -321,12 +340,25 @@ impl<P: PacketIo> NicRunner<P> {
             if ready.0 == 0 {
                 break;
             }
-            let Some(t) = self.state.endpoint.poll_transmit(now, ready, buf) else {
+            // No more than every ready port takes: the engine may put the whole burst on one.
+            let want = room.min(self.tx_budget - sent).min(TX_BURST);
+            let bufs = self.io.tx_buffers(want);
+            let staged = bufs.len();
+            if staged == 0 {
                 break;
-            };
-            self.io.tx_commit(t.port, t.len);
-            self.state.stats.frames_from_engine += 1;
-            sent += 1;
+            }
+            let n = self
+                .state
+                .endpoint
+                .poll_transmit_burst(now, ready, bufs, &mut out);
+            self.io.tx_commit_burst(&out[..n]);
+            self.state.stats.frames_from_engine += n as u64;
+            self.state.stats.tx_bursts_from_engine += u64::from(n > 0);
+            sent += n;
+            // Nothing more due, or no more buffers.
+            if n < staged || staged < want {
+                break;
+            }
         }
         sent
     }
