@@ -14,6 +14,7 @@ use crate::time::Instant;
 use crate::verbs::QpState;
 use crate::wire::erth::ENDPOINT_QPN;
 use crate::wire::tseth::timestamp_from_nanos;
+use crate::wire::frame::{DataFrame, LeanBody, LeanFrame, parse_lean};
 use crate::wire::{
     Body, EethRepr, EndpointOp, ErthRepr, Frame, Opcode, TsethRepr, WireError, parse_frame,
 };
@@ -96,9 +97,42 @@ impl Endpoint {
         }
     }
 
-    /// One frame of a burst, on a port that exists.
+    /// One frame of a burst, on a port that exists. Data and SACK frames in the engine's own
+    /// layouts take the lean path ([`parse_lean`], issue #13): no full [`Frame`] is built.
+    /// Every other frame, and every frame the lean path does not take, is parsed by
+    /// [`parse_frame`]; both paths make the same checks in the same order.
     #[inline]
     fn receive(&mut self, now: Instant, port: u8, frame: &[u8]) {
+        match parse_lean(frame, &self.cfg.wire) {
+            Some(Ok(f)) => self.receive_lean(now, port, frame, &f),
+            Some(Err(e)) => self.stats.drops.add(drop_reason(e)),
+            None => self.receive_general(now, port, frame),
+        }
+    }
+
+    /// A data or SACK frame read by the lean path.
+    #[inline]
+    fn receive_lean(&mut self, now: Instant, port: u8, frame: &[u8], f: &LeanFrame<'_>) {
+        if f.dst_addr != self.cfg.nic_addr {
+            self.stats.drops.add(DropReason::NotForUs);
+            return;
+        }
+        if f.bth.dest_qp == ENDPOINT_QPN {
+            // Not an endpoint operation: the general path counts and drops it.
+            self.receive_general(now, port, frame);
+            return;
+        }
+        let Some(idx) = self.qp_for(f.bth.dest_qp, f.src_addr) else {
+            return;
+        };
+        self.with_qp(idx, |qp, ctx| match &f.body {
+            LeanBody::Data(d) => qp.on_data(now, port, &f.bth, d, ctx),
+            LeanBody::Sack { seth, cc } => qp.on_sack(now, seth, cc, ctx),
+        });
+    }
+
+    /// Any frame, through the general [`Frame`].
+    fn receive_general(&mut self, now: Instant, port: u8, frame: &[u8]) {
         // Read in place (a `Frame` is 240 bytes: not moved out of the result).
         let parsed = parse_frame(frame, &self.cfg.wire);
         let f = match &parsed {
@@ -116,31 +150,47 @@ impl Endpoint {
             self.on_endpoint_op(now, port, f);
             return;
         }
-        let Some(idx) = self.qps.index_of(f.bth.dest_qp) else {
-            self.stats.drops.add(DropReason::UnknownQp);
+        let Some(idx) = self.qp_for(f.bth.dest_qp, f.src_addr()) else {
             return;
         };
-        let peer = self.qps.at(idx).and_then(Qp::peer_addr);
-        match peer {
-            None => {
-                self.stats.drops.add(DropReason::WrongState);
-                return;
-            }
-            Some(a) if a != f.src_addr() => {
-                self.stats.drops.add(DropReason::WrongPeer);
-                return;
-            }
-            Some(_) => {}
-        }
-        self.with_qp(idx, |qp, ctx| match (f.trimmed, f.body) {
+        self.with_qp(idx, |qp, ctx| match (f.trimmed, &f.body) {
             (Some(how), _) => qp.on_trimmed(port, f, how, ctx),
-            (None, Some(Body::Write(w))) => qp.on_data(now, port, f, &w, ctx),
-            (None, Some(Body::Sack { seth, cc })) => qp.on_sack(now, &seth, &cc, ctx),
-            (None, Some(Body::Nack(n))) => qp.on_nack(now, &n, ctx),
-            (None, Some(Body::Ack(a))) => qp.on_ack(&a, ctx),
-            (None, Some(Body::Probe(p))) => qp.on_probe(port, f, &p, ctx),
+            (None, Some(Body::Write(w))) => {
+                let d = DataFrame {
+                    entropy: f.entropy,
+                    ecn: f.ecn(),
+                    write: *w,
+                    payload: f.payload,
+                };
+                qp.on_data(now, port, &f.bth, &d, ctx);
+            }
+            (None, Some(Body::Sack { seth, cc })) => qp.on_sack(now, seth, cc, ctx),
+            (None, Some(Body::Nack(n))) => qp.on_nack(now, n, ctx),
+            (None, Some(Body::Ack(a))) => qp.on_ack(a, ctx),
+            (None, Some(Body::Probe(p))) => qp.on_probe(port, f, p, ctx),
             (None, _) => ctx.drop_frame(DropReason::Unexpected),
         });
+    }
+
+    /// The slot of QP `dest_qp` if it exists and is connected to `src`; otherwise the drop is
+    /// counted (unknown QP, not connected, another peer) and `None`.
+    #[inline]
+    fn qp_for(&mut self, dest_qp: u32, src: Ipv6Addr) -> Option<usize> {
+        let Some(idx) = self.qps.index_of(dest_qp) else {
+            self.stats.drops.add(DropReason::UnknownQp);
+            return None;
+        };
+        match self.qps.at(idx).and_then(Qp::peer_addr) {
+            None => {
+                self.stats.drops.add(DropReason::WrongState);
+                None
+            }
+            Some(a) if a != src => {
+                self.stats.drops.add(DropReason::WrongPeer);
+                None
+            }
+            Some(_) => Some(idx),
+        }
     }
 
     /// Write the next frame to send into `buf` (at least [`max_frame_len`] bytes) and say
