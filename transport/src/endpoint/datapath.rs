@@ -13,8 +13,8 @@ use crate::stats::DropReason;
 use crate::time::Instant;
 use crate::verbs::QpState;
 use crate::wire::erth::ENDPOINT_QPN;
-use crate::wire::tseth::timestamp_from_nanos;
 use crate::wire::frame::{DataFrame, LeanBody, LeanFrame, parse_lean};
+use crate::wire::tseth::timestamp_from_nanos;
 use crate::wire::{
     Body, EethRepr, EndpointOp, ErthRepr, Frame, Opcode, TsethRepr, WireError, parse_frame,
 };
@@ -350,34 +350,58 @@ impl Endpoint {
             self.planes[usize::from(port)].port_down_events += 1;
         }
         self.events.push(Event::PortStatus { port, up });
-        // Every QP reacts (no allocation: slot indices, empty ones skipped).
-        for idx in 0..self.qps.capacity_used() {
-            if self.qps.at(idx).is_none() {
-                continue;
+        if !up {
+            // Every QP reacts, in slot order (no allocation: slot indices, empty ones skipped).
+            for idx in 0..self.qps.capacity_used() {
+                if self.qps.at(idx).is_some() {
+                    self.with_qp(idx, |qp, ctx| qp.on_port_down(port, ctx));
+                }
             }
-            if !up {
-                self.with_qp(idx, |qp, ctx| qp.on_port_down(port, ctx));
+        }
+        self.notify_peers();
+    }
+
+    /// Tell every peer our ports (PORT_STATUS_UPDATE, brief §3.10), through its QP of lowest
+    /// slot in RTR or RTS, unless a request to it is queued already; peers in the order of
+    /// those slots. Through the peer index: QPs without a peer are not visited (issue #13).
+    ///
+    /// This is what visiting every slot in order did, asking for each connected QP whether
+    /// its peer was told yet: a queue that refuses an operation (full) refuses every later
+    /// one of the call, so a peer it refuses is refused once per QP able to tell it.
+    fn notify_peers(&mut self) {
+        #[cfg(debug_assertions)]
+        self.check_peer_index();
+        let mut order = core::mem::take(&mut self.notify_scratch);
+        order.clear();
+        let able = |q: &Qp| matches!(q.state, QpState::Rtr | QpState::Rts);
+        for (remote, slots) in self.peers.iter() {
+            let mut tellers = slots
+                .iter()
+                .filter(|&&i| self.qps.at(i as usize).is_some_and(able));
+            if let Some(&via) = tellers.next() {
+                order.push((via, remote, 1 + tellers.count() as u32));
             }
-            let Some(remote) = self
-                .qps
-                .at(idx)
-                .filter(|q| matches!(q.state, QpState::Rtr | QpState::Rts))
-                .and_then(Qp::peer_addr)
-            else {
-                continue;
-            };
+        }
+        order.sort_unstable_by_key(|&(via, _, _)| via);
+        for &(via, remote, tellers) in &order {
             let queued = self.ep_ops.iter().any(|o| {
                 o.op == EndpointOp::PortStatusUpdate && o.answer.is_none() && o.remote == remote
             });
-            if !queued {
-                self.push_ep_op(OutgoingOp {
-                    op: EndpointOp::PortStatusUpdate,
-                    via: idx as u32,
-                    remote,
-                    answer: None,
-                });
+            if queued {
+                continue;
+            }
+            let op = OutgoingOp {
+                op: EndpointOp::PortStatusUpdate,
+                via,
+                remote,
+                answer: None,
+            };
+            if !self.push_ep_op(op) {
+                // Refused: so is every other QP of this peer that asks.
+                self.stats.control_dropped += u64::from(tellers - 1);
             }
         }
+        self.notify_scratch = order;
     }
 
     /// The MAC of the switch behind `port` is now `mac` (the NIC runtime's neighbour discovery
@@ -397,23 +421,22 @@ impl Endpoint {
         self.events.pop()
     }
 
-    fn push_ep_op(&mut self, op: OutgoingOp) {
+    /// Queue an endpoint operation; `false` (and counted) when the queue is full.
+    pub(super) fn push_ep_op(&mut self, op: OutgoingOp) -> bool {
         if self.ep_ops.len() >= self.ep_ops.capacity().max(64) {
             self.stats.control_dropped += 1;
+            false
         } else {
             self.ep_ops.push_back(op);
+            true
         }
     }
 
-    /// An endpoint operation (QP 2, brief §2.12): a peer's port status, or an EV probe.
+    /// An endpoint operation (QP 2, brief §2.12): a peer's port status, or an EV probe. It
+    /// reaches the QPs connected to its sender through the peer index (issue #13).
     fn on_endpoint_op(&mut self, now: Instant, port: u8, f: &Frame<'_>) {
         self.stats.endpoint_ops_received += 1;
         let src = f.src_addr();
-        let via = self
-            .qps
-            .iter()
-            .find(|(_, q)| q.peer_addr() == Some(src))
-            .map(|(i, _)| i);
         match f.body {
             Some(Body::EndpointRequest(ErthRepr {
                 op: EndpointOp::PortStatusUpdate,
@@ -421,15 +444,16 @@ impl Endpoint {
                 ..
             })) => {
                 let hold = self.cfg.timers.remote_port_down_hold;
-                // Every QP to that peer (no allocation: slot indices).
-                for idx in 0..self.qps.capacity_used() {
-                    if self.qps.at(idx).and_then(Qp::peer_addr) != Some(src) {
-                        continue;
-                    }
-                    self.with_qp(idx, |qp, ctx| {
+                // Every QP to that peer, in slot order (no allocation: a reused list).
+                let mut slots = core::mem::take(&mut self.peer_scratch);
+                slots.clear();
+                slots.extend_from_slice(self.peer_slots(src));
+                for &idx in &slots {
+                    self.with_qp(idx as usize, |qp, ctx| {
                         qp.on_remote_port_status(port_status_mask, hold, ctx);
                     });
                 }
+                self.peer_scratch = slots;
                 self.events.push(Event::RemotePortStatus {
                     remote: src,
                     up_mask: port_status_mask,
@@ -439,17 +463,20 @@ impl Endpoint {
                 op: EndpointOp::EvProbe,
                 tx_timestamp,
                 ..
-            })) => match via {
-                Some(via) => self.push_ep_op(OutgoingOp {
-                    op: EndpointOp::EvProbe,
-                    via: via as u32,
-                    remote: src,
-                    answer: Some(Answer {
-                        plane: port,
-                        tx_ts: tx_timestamp,
-                        id: f.bth.psn,
-                    }),
-                }),
+            })) => match self.peer_slots(src).first() {
+                // The answer goes through the peer's QP of lowest slot.
+                Some(&via) => {
+                    self.push_ep_op(OutgoingOp {
+                        op: EndpointOp::EvProbe,
+                        via,
+                        remote: src,
+                        answer: Some(Answer {
+                            plane: port,
+                            tx_ts: tx_timestamp,
+                            id: f.bth.psn,
+                        }),
+                    });
+                }
                 None => self.stats.drops.add(DropReason::WrongPeer),
             },
             _ => self.stats.drops.add(DropReason::Unexpected),

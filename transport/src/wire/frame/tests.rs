@@ -499,11 +499,19 @@ fn lean_agrees(buf: &[u8], cfg: &WireConfig) -> Result<bool, TestCaseError> {
     let must = lean_must_take(buf, cfg);
     match parse_lean(buf, cfg) {
         None => {
-            prop_assert!(!must, "the lean view refused a frame it must take: {:?}", general);
+            prop_assert!(
+                !must,
+                "the lean view refused a frame it must take: {:?}",
+                general
+            );
             Ok(false)
         }
         Some(lean) => {
-            prop_assert!(must, "the lean view took a frame it must refuse: {:?}", lean);
+            prop_assert!(
+                must,
+                "the lean view took a frame it must refuse: {:?}",
+                lean
+            );
             match (lean, general) {
                 (Ok(v), Ok(f)) => prop_assert_eq!(Some(v), f.to_lean(), "lean and general differ"),
                 (l, g) => prop_assert_eq!(l.err(), g.err(), "lean and general errors differ"),
@@ -594,7 +602,10 @@ fn the_lean_path_reads_every_data_and_sack_layout_the_engine_sends() {
                         }
                         let mut buf = vec![0u8; w.buffer_len(len) + 4];
                         let n = w.build(&mut buf, &vec![5u8; len], cfg).unwrap();
-                        assert!(takes(&buf[..n + 4], cfg), "{route:?} {op} ts {ts} {len} + FCS");
+                        assert!(
+                            takes(&buf[..n + 4], cfg),
+                            "{route:?} {op} ts {ts} {len} + FCS"
+                        );
                         assert!(takes(&buf[..n], cfg), "{route:?} {op} ts {ts} {len}");
                         let Some(Ok(v)) = parse_lean(&buf[..n], cfg) else {
                             unreachable!()
