@@ -614,6 +614,17 @@ fn the_lean_path_reads_every_data_and_sack_layout_the_engine_sends() {
                             panic!("{route:?} {op}: not data")
                         };
                         assert_eq!(d.payload, &vec![5u8; len][..]);
+                        // A switch marks CE on the outer header (outside the ICRC in SRv6
+                        // mode): the lean view reads the outer ECN, as the general parser.
+                        let mut ce = buf[..n].to_vec();
+                        ce[15] |= 0x30;
+                        if route != Route::Ecmp || !cfg.verify_icrc {
+                            assert!(takes(&ce, cfg), "{route:?} {op} CE");
+                            let Some(Ok(v)) = parse_lean(&ce, cfg) else {
+                                unreachable!()
+                            };
+                            assert!(matches!(v.body, LeanBody::Data(d) if d.ecn == Ecn::Ce));
+                        }
                     }
                 }
             }
