@@ -16,7 +16,7 @@ use crate::verbs::{
     InitAttr, QpCap, QpInitAttr, QpTransition, Qpn, RemoteNic, RtrAttr, RtsAttr, VerbsError,
 };
 use crate::wire::erth::ENDPOINT_QPN;
-use crate::wire::{Body, EndpointOp, ErthRepr, FrameRepr, Opcode, Route, TsethRepr};
+use crate::wire::{Body, EndpointOp, ErthRepr, FrameRepr, Opcode, Route, TsethRepr, WireConfig};
 
 const ME: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0xe);
 const A: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0xa);
@@ -76,7 +76,7 @@ fn request(src: Ipv6Addr, op: EndpointOp, port_status_mask: u32) -> Vec<u8> {
         }),
     };
     let mut buf = vec![0u8; repr.buffer_len(0)];
-    repr.build(&mut buf, &[], &Default::default()).unwrap();
+    repr.build(&mut buf, &[], &WireConfig::default()).unwrap();
     buf
 }
 
