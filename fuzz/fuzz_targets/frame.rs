@@ -2,9 +2,25 @@
 //! `parse_frame` never panics on any bytes, with or without the ICRC check; a frame that
 //! parses (untrimmed) rebuilds into a frame that parses to the same headers and payload; the
 //! fixed-offset fast path and the general parser agree on every input (same frame, or the
-//! general parser's error).
+//! general parser's error); the lean receive view (issue #13) takes exactly the untrimmed
+//! data and SACK frames in the engine's own layouts (no SRH, or one of 24 bytes) and gives
+//! the general parse's fields there, or its error (a bad ICRC), and refuses every other input.
 use libfuzzer_sys::fuzz_target;
+use mrc_transport::wire::frame::parse_lean;
 use mrc_transport::wire::{Body, WireConfig, parse_frame, parse_frame_general};
+
+/// Whether the lean view must take `data` under `cfg`: the general parser, ICRC check aside,
+/// reads an untrimmed data or SACK frame whose SRH, if any, is 24 bytes (Hdr Ext Len 2, right
+/// after the outer IPv6 header).
+fn lean_must_take(data: &[u8], cfg: &WireConfig) -> bool {
+    let lenient = WireConfig {
+        verify_icrc: false,
+        ..*cfg
+    };
+    parse_frame_general(data, &lenient).is_ok_and(|f| {
+        f.to_lean().is_some() && (f.srh.is_none() || data.get(14 + 40 + 1) == Some(&2))
+    })
+}
 
 fuzz_target!(|data: &[u8]| {
     let strict = WireConfig::default();
@@ -14,7 +30,18 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = parse_frame(data, &strict).map(|f| f.to_string());
     for cfg in [&strict, &lenient] {
-        assert_eq!(parse_frame(data, cfg), parse_frame_general(data, cfg));
+        let general = parse_frame_general(data, cfg);
+        assert_eq!(parse_frame(data, cfg), general);
+        match parse_lean(data, cfg) {
+            None => assert!(!lean_must_take(data, cfg), "lean view refused {general:?}"),
+            Some(lean) => {
+                assert!(lean_must_take(data, cfg), "lean view took {lean:?}");
+                match (lean, general) {
+                    (Ok(v), Ok(f)) => assert_eq!(Some(v), f.to_lean()),
+                    (l, g) => assert_eq!(l.err(), g.err()),
+                }
+            }
+        }
     }
     let Ok(f) = parse_frame(data, &lenient) else {
         return;

@@ -13,6 +13,7 @@ use crate::stats::DropReason;
 use crate::time::Instant;
 use crate::verbs::QpState;
 use crate::wire::erth::ENDPOINT_QPN;
+use crate::wire::frame::{DataFrame, LeanBody, LeanFrame, parse_lean};
 use crate::wire::tseth::timestamp_from_nanos;
 use crate::wire::{
     Body, EethRepr, EndpointOp, ErthRepr, Frame, Opcode, TsethRepr, WireError, parse_frame,
@@ -96,9 +97,42 @@ impl Endpoint {
         }
     }
 
-    /// One frame of a burst, on a port that exists.
+    /// One frame of a burst, on a port that exists. Data and SACK frames in the engine's own
+    /// layouts take the lean path ([`parse_lean`], issue #13): no full [`Frame`] is built.
+    /// Every other frame, and every frame the lean path does not take, is parsed by
+    /// [`parse_frame`]; both paths make the same checks in the same order.
     #[inline]
     fn receive(&mut self, now: Instant, port: u8, frame: &[u8]) {
+        match parse_lean(frame, &self.cfg.wire) {
+            Some(Ok(f)) => self.receive_lean(now, port, frame, &f),
+            Some(Err(e)) => self.stats.drops.add(drop_reason(e)),
+            None => self.receive_general(now, port, frame),
+        }
+    }
+
+    /// A data or SACK frame read by the lean path.
+    #[inline]
+    fn receive_lean(&mut self, now: Instant, port: u8, frame: &[u8], f: &LeanFrame<'_>) {
+        if f.dst_addr != self.cfg.nic_addr {
+            self.stats.drops.add(DropReason::NotForUs);
+            return;
+        }
+        if f.bth.dest_qp == ENDPOINT_QPN {
+            // Not an endpoint operation: the general path counts and drops it.
+            self.receive_general(now, port, frame);
+            return;
+        }
+        let Some(idx) = self.qp_for(f.bth.dest_qp, f.src_addr) else {
+            return;
+        };
+        self.with_qp(idx, |qp, ctx| match &f.body {
+            LeanBody::Data(d) => qp.on_data(now, port, &f.bth, d, ctx),
+            LeanBody::Sack { seth, cc } => qp.on_sack(now, seth, cc, ctx),
+        });
+    }
+
+    /// Any frame, through the general [`Frame`].
+    fn receive_general(&mut self, now: Instant, port: u8, frame: &[u8]) {
         // Read in place (a `Frame` is 240 bytes: not moved out of the result).
         let parsed = parse_frame(frame, &self.cfg.wire);
         let f = match &parsed {
@@ -116,31 +150,47 @@ impl Endpoint {
             self.on_endpoint_op(now, port, f);
             return;
         }
-        let Some(idx) = self.qps.index_of(f.bth.dest_qp) else {
-            self.stats.drops.add(DropReason::UnknownQp);
+        let Some(idx) = self.qp_for(f.bth.dest_qp, f.src_addr()) else {
             return;
         };
-        let peer = self.qps.at(idx).and_then(Qp::peer_addr);
-        match peer {
-            None => {
-                self.stats.drops.add(DropReason::WrongState);
-                return;
-            }
-            Some(a) if a != f.src_addr() => {
-                self.stats.drops.add(DropReason::WrongPeer);
-                return;
-            }
-            Some(_) => {}
-        }
-        self.with_qp(idx, |qp, ctx| match (f.trimmed, f.body) {
+        self.with_qp(idx, |qp, ctx| match (f.trimmed, &f.body) {
             (Some(how), _) => qp.on_trimmed(port, f, how, ctx),
-            (None, Some(Body::Write(w))) => qp.on_data(now, port, f, &w, ctx),
-            (None, Some(Body::Sack { seth, cc })) => qp.on_sack(now, &seth, &cc, ctx),
-            (None, Some(Body::Nack(n))) => qp.on_nack(now, &n, ctx),
-            (None, Some(Body::Ack(a))) => qp.on_ack(&a, ctx),
-            (None, Some(Body::Probe(p))) => qp.on_probe(port, f, &p, ctx),
+            (None, Some(Body::Write(w))) => {
+                let d = DataFrame {
+                    entropy: f.entropy,
+                    ecn: f.ecn(),
+                    write: *w,
+                    payload: f.payload,
+                };
+                qp.on_data(now, port, &f.bth, &d, ctx);
+            }
+            (None, Some(Body::Sack { seth, cc })) => qp.on_sack(now, seth, cc, ctx),
+            (None, Some(Body::Nack(n))) => qp.on_nack(now, n, ctx),
+            (None, Some(Body::Ack(a))) => qp.on_ack(a, ctx),
+            (None, Some(Body::Probe(p))) => qp.on_probe(port, f, p, ctx),
             (None, _) => ctx.drop_frame(DropReason::Unexpected),
         });
+    }
+
+    /// The slot of QP `dest_qp` if it exists and is connected to `src`; otherwise the drop is
+    /// counted (unknown QP, not connected, another peer) and `None`.
+    #[inline]
+    fn qp_for(&mut self, dest_qp: u32, src: Ipv6Addr) -> Option<usize> {
+        let Some(idx) = self.qps.index_of(dest_qp) else {
+            self.stats.drops.add(DropReason::UnknownQp);
+            return None;
+        };
+        match self.qps.at(idx).and_then(Qp::peer_addr) {
+            None => {
+                self.stats.drops.add(DropReason::WrongState);
+                None
+            }
+            Some(a) if a != src => {
+                self.stats.drops.add(DropReason::WrongPeer);
+                None
+            }
+            Some(_) => Some(idx),
+        }
     }
 
     /// Write the next frame to send into `buf` (at least [`max_frame_len`] bytes) and say
@@ -300,34 +350,58 @@ impl Endpoint {
             self.planes[usize::from(port)].port_down_events += 1;
         }
         self.events.push(Event::PortStatus { port, up });
-        // Every QP reacts (no allocation: slot indices, empty ones skipped).
-        for idx in 0..self.qps.capacity_used() {
-            if self.qps.at(idx).is_none() {
-                continue;
+        if !up {
+            // Every QP reacts, in slot order (no allocation: slot indices, empty ones skipped).
+            for idx in 0..self.qps.capacity_used() {
+                if self.qps.at(idx).is_some() {
+                    self.with_qp(idx, |qp, ctx| qp.on_port_down(port, ctx));
+                }
             }
-            if !up {
-                self.with_qp(idx, |qp, ctx| qp.on_port_down(port, ctx));
+        }
+        self.notify_peers();
+    }
+
+    /// Tell every peer our ports (PORT_STATUS_UPDATE, brief §3.10), through its QP of lowest
+    /// slot in RTR or RTS, unless a request to it is queued already; peers in the order of
+    /// those slots. Through the peer index: QPs without a peer are not visited (issue #13).
+    ///
+    /// This is what visiting every slot in order did, asking for each connected QP whether
+    /// its peer was told yet: a queue that refuses an operation (full) refuses every later
+    /// one of the call, so a peer it refuses is refused once per QP able to tell it.
+    fn notify_peers(&mut self) {
+        #[cfg(debug_assertions)]
+        self.check_peer_index();
+        let mut order = core::mem::take(&mut self.notify_scratch);
+        order.clear();
+        let able = |q: &Qp| matches!(q.state, QpState::Rtr | QpState::Rts);
+        for (remote, slots) in self.peers.iter() {
+            let mut tellers = slots
+                .iter()
+                .filter(|&&i| self.qps.at(i as usize).is_some_and(able));
+            if let Some(&via) = tellers.next() {
+                order.push((via, remote, 1 + tellers.count() as u32));
             }
-            let Some(remote) = self
-                .qps
-                .at(idx)
-                .filter(|q| matches!(q.state, QpState::Rtr | QpState::Rts))
-                .and_then(Qp::peer_addr)
-            else {
-                continue;
-            };
+        }
+        order.sort_unstable_by_key(|&(via, _, _)| via);
+        for &(via, remote, tellers) in &order {
             let queued = self.ep_ops.iter().any(|o| {
                 o.op == EndpointOp::PortStatusUpdate && o.answer.is_none() && o.remote == remote
             });
-            if !queued {
-                self.push_ep_op(OutgoingOp {
-                    op: EndpointOp::PortStatusUpdate,
-                    via: idx as u32,
-                    remote,
-                    answer: None,
-                });
+            if queued {
+                continue;
+            }
+            let op = OutgoingOp {
+                op: EndpointOp::PortStatusUpdate,
+                via,
+                remote,
+                answer: None,
+            };
+            if !self.push_ep_op(op) {
+                // Refused: so is every other QP of this peer that asks.
+                self.stats.control_dropped += u64::from(tellers - 1);
             }
         }
+        self.notify_scratch = order;
     }
 
     /// The MAC of the switch behind `port` is now `mac` (the NIC runtime's neighbour discovery
@@ -347,23 +421,22 @@ impl Endpoint {
         self.events.pop()
     }
 
-    fn push_ep_op(&mut self, op: OutgoingOp) {
+    /// Queue an endpoint operation; `false` (and counted) when the queue is full.
+    pub(super) fn push_ep_op(&mut self, op: OutgoingOp) -> bool {
         if self.ep_ops.len() >= self.ep_ops.capacity().max(64) {
             self.stats.control_dropped += 1;
+            false
         } else {
             self.ep_ops.push_back(op);
+            true
         }
     }
 
-    /// An endpoint operation (QP 2, brief §2.12): a peer's port status, or an EV probe.
+    /// An endpoint operation (QP 2, brief §2.12): a peer's port status, or an EV probe. It
+    /// reaches the QPs connected to its sender through the peer index (issue #13).
     fn on_endpoint_op(&mut self, now: Instant, port: u8, f: &Frame<'_>) {
         self.stats.endpoint_ops_received += 1;
         let src = f.src_addr();
-        let via = self
-            .qps
-            .iter()
-            .find(|(_, q)| q.peer_addr() == Some(src))
-            .map(|(i, _)| i);
         match f.body {
             Some(Body::EndpointRequest(ErthRepr {
                 op: EndpointOp::PortStatusUpdate,
@@ -371,15 +444,16 @@ impl Endpoint {
                 ..
             })) => {
                 let hold = self.cfg.timers.remote_port_down_hold;
-                // Every QP to that peer (no allocation: slot indices).
-                for idx in 0..self.qps.capacity_used() {
-                    if self.qps.at(idx).and_then(Qp::peer_addr) != Some(src) {
-                        continue;
-                    }
-                    self.with_qp(idx, |qp, ctx| {
+                // Every QP to that peer, in slot order (no allocation: a reused list).
+                let mut slots = core::mem::take(&mut self.peer_scratch);
+                slots.clear();
+                slots.extend_from_slice(self.peer_slots(src));
+                for &idx in &slots {
+                    self.with_qp(idx as usize, |qp, ctx| {
                         qp.on_remote_port_status(port_status_mask, hold, ctx);
                     });
                 }
+                self.peer_scratch = slots;
                 self.events.push(Event::RemotePortStatus {
                     remote: src,
                     up_mask: port_status_mask,
@@ -389,17 +463,20 @@ impl Endpoint {
                 op: EndpointOp::EvProbe,
                 tx_timestamp,
                 ..
-            })) => match via {
-                Some(via) => self.push_ep_op(OutgoingOp {
-                    op: EndpointOp::EvProbe,
-                    via: via as u32,
-                    remote: src,
-                    answer: Some(Answer {
-                        plane: port,
-                        tx_ts: tx_timestamp,
-                        id: f.bth.psn,
-                    }),
-                }),
+            })) => match self.peer_slots(src).first() {
+                // The answer goes through the peer's QP of lowest slot.
+                Some(&via) => {
+                    self.push_ep_op(OutgoingOp {
+                        op: EndpointOp::EvProbe,
+                        via,
+                        remote: src,
+                        answer: Some(Answer {
+                            plane: port,
+                            tx_ts: tx_timestamp,
+                            id: f.bth.psn,
+                        }),
+                    });
+                }
                 None => self.stats.drops.add(DropReason::WrongPeer),
             },
             _ => self.stats.drops.add(DropReason::Unexpected),

@@ -3,9 +3,13 @@
 //! the protocol lives in `qp/`, `ev/`, `reliability/` and `cc/`.
 
 mod datapath;
+mod peers;
+#[cfg(test)]
+mod tests;
 mod verbs;
 
 use core::cmp::Reverse;
+use core::net::Ipv6Addr;
 use std::collections::{BinaryHeap, VecDeque};
 
 use crate::config::{ConfigError, EndpointConfig};
@@ -21,6 +25,7 @@ use crate::verbs::{Cq, CqHandle, MrTable, Qpn, VerbsError};
 
 use datapath::OutgoingOp;
 pub use datapath::PortMask;
+use peers::PeerIndex;
 
 /// What [`Endpoint::cc_state`] reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +82,8 @@ pub struct Endpoint {
     /// CQs with completions added since [`take_ready_cqs`](Self::take_ready_cqs).
     ready_cqs: Vec<CqHandle>,
     qps: Slab<Qp>,
+    /// QP slots by peer NIC, kept by the verbs that connect and disconnect QPs.
+    peers: PeerIndex,
     ccs: CcTable,
     events: EventQueue,
     stats: EndpointStats,
@@ -96,6 +103,10 @@ pub struct Endpoint {
     due_scratch: Vec<u32>,
     /// QPs woken from a shared window's wait list (reused, no allocation).
     wake_scratch: Vec<u32>,
+    /// The QPs of one peer, copied out of `peers` while they run (reused, no allocation).
+    peer_scratch: Vec<u32>,
+    /// Port status: each peer's first QP able to tell it, and how many are (reused).
+    notify_scratch: Vec<(u32, Ipv6Addr, u32)>,
 }
 
 impl Endpoint {
@@ -111,6 +122,7 @@ impl Endpoint {
             cqs: Slab::new(l.max_cqs as usize, 16, 16),
             ready_cqs: Vec::new(),
             qps: Slab::new(l.max_qps as usize, QPN_INDEX_BITS, QPN_GENERATION_BITS),
+            peers: PeerIndex::default(),
             ccs: CcTable::default(),
             events: EventQueue::new(l.max_events),
             stats: EndpointStats::default(),
@@ -128,6 +140,8 @@ impl Endpoint {
             now: Instant::ZERO,
             due_scratch: Vec::new(),
             wake_scratch: Vec::new(),
+            peer_scratch: Vec::new(),
+            notify_scratch: Vec::new(),
             rng,
             cfg,
         })
@@ -240,6 +254,9 @@ impl Endpoint {
             + self.events.heap_bytes()
             + self.ccs.heap_bytes()
             + self.planes.capacity() * size_of::<PlaneStats>()
+            + self.peers.heap_bytes()
+            + self.peer_scratch.capacity() * 4
+            + self.notify_scratch.capacity() * size_of::<(u32, Ipv6Addr, u32)>()
     }
 
     /// Bytes of heap one QP holds (its rings, queues, EV table and the QP itself): sized by
@@ -251,8 +268,61 @@ impl Endpoint {
     }
 
     /// Run `f` on QP slot `idx` with the rest of the endpoint as its context, then forward its
-    /// EV events, schedule it and re-arm its timer.
+    /// EV events, schedule it and re-arm its timer. `f` leaves the QP's peer as it was (only
+    /// [`with_qp_repeer`](Self::with_qp_repeer) may change it: the peer index follows).
     fn with_qp<R>(&mut self, idx: usize, f: impl FnOnce(&mut Qp, &mut Ctx<'_>) -> R) -> Option<R> {
+        #[cfg(debug_assertions)]
+        let peer = self.qps.at(idx).and_then(Qp::peer_addr);
+        let r = self.run_qp(idx, f);
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(
+            self.qps.at(idx).and_then(Qp::peer_addr),
+            peer,
+            "a QP's peer changes only through with_qp_repeer (the peer index)"
+        );
+        r
+    }
+
+    /// [`with_qp`](Self::with_qp) for a verb that may connect or disconnect the QP (modify,
+    /// destroy): the peer index follows its peer.
+    fn with_qp_repeer<R>(
+        &mut self,
+        idx: usize,
+        f: impl FnOnce(&mut Qp, &mut Ctx<'_>) -> R,
+    ) -> Option<R> {
+        let before = self.qps.at(idx).and_then(Qp::peer_addr);
+        let r = self.run_qp(idx, f);
+        let after = self.qps.at(idx).and_then(Qp::peer_addr);
+        self.peers.repeer(idx as u32, before, after);
+        r
+    }
+
+    /// The slots of the QPs connected to `peer`, ascending, from the peer index (in debug
+    /// builds checked against a scan of every slot).
+    fn peer_slots(&self, peer: Ipv6Addr) -> &[u32] {
+        #[cfg(debug_assertions)]
+        self.check_peer_index();
+        self.peers.slots(peer)
+    }
+
+    /// Debug builds: the peer index is what a scan of every slot finds.
+    #[cfg(debug_assertions)]
+    fn check_peer_index(&self) {
+        let mut scan = std::collections::BTreeMap::<Ipv6Addr, Vec<u32>>::new();
+        for (i, q) in self.qps.iter() {
+            if let Some(p) = q.peer_addr() {
+                scan.entry(p).or_default().push(i as u32);
+            }
+        }
+        let index: Vec<_> = self.peers.iter().map(|(p, s)| (p, s.to_vec())).collect();
+        debug_assert_eq!(
+            index,
+            scan.into_iter().collect::<Vec<_>>(),
+            "the peer index"
+        );
+    }
+
+    fn run_qp<R>(&mut self, idx: usize, f: impl FnOnce(&mut Qp, &mut Ctx<'_>) -> R) -> Option<R> {
         let Self {
             cfg,
             mrs,

@@ -125,13 +125,17 @@ impl Endpoint {
             .reserve(n.saturating_sub(self.due_scratch.len()));
         self.wake_scratch
             .reserve(n.saturating_sub(self.wake_scratch.len()));
+        self.peer_scratch
+            .reserve(n.saturating_sub(self.peer_scratch.len()));
+        self.notify_scratch
+            .reserve(n.saturating_sub(self.notify_scratch.len()));
         Ok(Qpn(key))
     }
 
     /// Destroy a QP (its outstanding work is dropped without completions, as after RESET).
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
         let idx = self.qps.index_of(qpn.0).ok_or(VerbsError::InvalidQp(qpn))?;
-        self.with_qp(idx, |qp, ctx| qp.modify(QpTransition::Reset, ctx));
+        self.with_qp_repeer(idx, |qp, ctx| qp.modify(QpTransition::Reset, ctx));
         self.qps.remove(qpn.0);
         self.tx_queue.retain(|&i| i as usize != idx);
         self.ctrl_queue.retain(|&i| i as usize != idx);
@@ -141,7 +145,7 @@ impl Endpoint {
     /// Move a QP through its state machine (RESET → INIT → RTR → RTS, any → ERROR or RESET).
     pub fn modify_qp(&mut self, qpn: Qpn, transition: QpTransition) -> Result<(), VerbsError> {
         let idx = self.qps.index_of(qpn.0).ok_or(VerbsError::InvalidQp(qpn))?;
-        self.with_qp(idx, |qp, ctx| qp.modify(transition, ctx))
+        self.with_qp_repeer(idx, |qp, ctx| qp.modify(transition, ctx))
             .ok_or(VerbsError::InvalidQp(qpn))?
     }
 

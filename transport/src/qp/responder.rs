@@ -18,9 +18,9 @@ use crate::reliability::{
 use crate::stats::DropReason;
 use crate::time::Instant;
 use crate::verbs::{QpState, RemoteAccessError, RtrAttr, TransportMode, WcStatus};
+use crate::wire::frame::DataFrame;
 use crate::wire::{
     Body, BthRepr, CcStateRepr, Frame, MultipathVerdict, NackReason, PethRepr, SethRepr, Trimmed,
-    WriteHeaders,
 };
 
 /// The responder state of a QP in RTR or RTS.
@@ -121,19 +121,20 @@ impl Qp {
         None
     }
 
-    /// A Write packet (brief §4.1).
+    /// A Write packet (brief §4.1): its BTH and what else the responder reads of it, from
+    /// the lean receive path or from a general [`Frame`] (issue #13).
     pub(crate) fn on_data(
         &mut self,
         now: Instant,
         port: u8,
-        frame: &Frame<'_>,
-        w: &WriteHeaders,
+        bth: &BthRepr,
+        frame: &DataFrame<'_>,
         ctx: &mut Ctx<'_>,
     ) {
         let Some(resp) = self.receiving(ctx) else {
             return;
         };
-        let bth = &frame.bth;
+        let w = &frame.write;
         let Some(seq) = seq_of(resp.rq_psn, bth.psn, resp.tracker.cack()) else {
             ctx.drop_frame(DropReason::OutOfWindow);
             self.stats.out_of_window += 1;
@@ -185,7 +186,7 @@ impl Qp {
                 return;
             }
         }
-        let ce = frame.ecn() == Ecn::Ce;
+        let ce = frame.ecn == Ecn::Ce;
         let (arrival, moved) = resp.place(seq, w.meth.msn, bth, ce, payload.len());
         self.stats.data_packets_received += 1;
         self.stats.data_bytes_placed += payload.len() as u64;

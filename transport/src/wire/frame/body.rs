@@ -175,7 +175,7 @@ impl Body {
 /// at its fixed offset (the receive fast path, issue #13). `None` (too short) leaves the
 /// typed error to the checked parse.
 #[inline]
-fn write_fixed(op: Opcode, ts: bool, buf: &[u8]) -> Option<(WriteHeaders, usize)> {
+pub(super) fn write_fixed(op: Opcode, ts: bool, buf: &[u8]) -> Option<(WriteHeaders, usize)> {
     let tseth_len = if ts { TSETH_LEN } else { 0 };
     let imm_len = if op.has_immediate() { IMMDT_LEN } else { 0 };
     let len = METH_LEN + tseth_len + RETH_LEN + imm_len;

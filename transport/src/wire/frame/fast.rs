@@ -15,8 +15,14 @@
 //! add up, a bad ICRC, an unknown opcode) returns `None` and the general parser decides, so
 //! both agree on every frame and the errors stay the general parser's. The agreement is a
 //! property test (`tests.rs`) and a fuzz invariant (`fuzz/fuzz_targets/frame.rs`).
+//!
+//! The same walk over the headers ([`walk`]) gives either a full [`Frame`] ([`parse`], behind
+//! [`super::parse_frame`]) or, for the two hot kinds (data and SACK frames), a
+//! [`LeanFrame`] ([`parse_lean`]) that the engine's receive path dispatches without building
+//! the 240-byte `Frame` at all.
 
 use core::net::Ipv6Addr;
+use core::ops::Range;
 
 use mrc_srv6::wire::ipv6::next_header;
 use mrc_srv6::wire::{
@@ -24,11 +30,15 @@ use mrc_srv6::wire::{
 };
 
 use super::super::bth::{BTH_LEN, BthPacket, BthRepr};
+use super::super::cc_state::{CC_STATE_LEN, CcStatePacket, CcStateRepr};
 use super::super::config::{FlowLabelPlacement, WireConfig};
 use super::super::icrc::{self, ICRC_LEN};
+use super::super::opcode::Opcode;
+use super::super::seth::{SETH_LEN, SethPacket, SethRepr};
 use super::super::udp::{UDP_HEADER_LEN, UdpPacket, UdpRepr};
 use super::super::{Result, WireError};
-use super::{Body, Frame, SRH_ONE_SEGMENT_LEN, SrhView};
+use super::body::write_fixed;
+use super::{Body, DataFrame, Frame, LeanBody, LeanFrame, SRH_ONE_SEGMENT_LEN, SrhView};
 
 const ETH: usize = 14;
 
@@ -64,11 +74,29 @@ fn ipv6(b: &[u8], at: usize) -> Option<Ipv6Repr> {
     })
 }
 
-/// The parsed frame, when it is one of the engine's own untrimmed layouts and every check of
-/// the general parser passes up to the ICRC; then a bad ICRC is the general parser's
-/// `BadIcrc` too (it would find the same). `None` sends the frame to the general parser.
-#[inline]
-pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<Frame<'a>>> {
+/// One of the engine's own untrimmed layouts, its headers checked up to the body exactly as
+/// the general parser checks them: what the fast [`Frame`] and the [`LeanFrame`] are both
+/// read from.
+struct Walk<'a> {
+    /// The frame up to the end of the outer IPv6 payload (an FCS after it cut off).
+    frame: &'a [u8],
+    outer: Ipv6Repr,
+    srh: Option<SrhView<'a>>,
+    inner: Option<Ipv6Repr>,
+    /// The IPv6 header naming both NICs (the inner one in SRv6 mode): the ICRC starts there.
+    nics_at: usize,
+    udp: UdpRepr,
+    entropy: u32,
+    bth: BthRepr,
+    /// The first byte after the BTH.
+    body_at: usize,
+    /// Where the ICRC sits (at or after `body_at`).
+    icrc_at: usize,
+}
+
+/// Ethernet to BTH of one of the engine's own untrimmed layouts; `None` for anything else.
+#[inline(always)]
+fn walk<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Walk<'a>> {
     let e = EthernetFrame::new_unchecked(fixed::<ETH>(frame, 0)?);
     if e.ethertype() != EthernetProtocol::Ipv6 {
         return None;
@@ -94,10 +122,10 @@ pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<Fram
         nh = next;
     }
     let mut inner = None;
-    let mut icrc_from = ETH;
+    let mut nics_at = ETH;
     if nh == next_header::IPV6 {
         let r = ipv6(frame, at)?;
-        icrc_from = at;
+        nics_at = at;
         at += IPV6_HEADER_LEN;
         // Strict: the inner payload is exactly what the outer one leaves.
         if at + usize::from(r.payload_len) != end {
@@ -130,35 +158,138 @@ pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<Fram
     };
     let entropy = cfg.entropy_order.join(udp.src_port, flow_label);
     let icrc_at = end.checked_sub(ICRC_LEN).filter(|&i| i >= at)?;
-    let (body, body_len) = Body::parse(bth.opcode, bth.ts, &frame[at..icrc_at]).ok()?;
-    at += body_len;
-    let payload_end = icrc_at
-        .checked_sub(usize::from(bth.pad_count))
-        .filter(|&p| p >= at)?;
-    let carried = icrc::read(frame[icrc_at..].try_into().ok()?);
-    if cfg.verify_icrc {
-        let computed = icrc::compute(&frame[icrc_from..icrc_at]).ok()?;
-        if computed != carried {
-            return Some(Err(WireError::BadIcrc { computed, carried }));
-        }
+    Some(Walk {
+        frame,
+        outer,
+        srh,
+        inner,
+        nics_at,
+        udp,
+        entropy,
+        bth,
+        body_at: at,
+        icrc_at,
+    })
+}
+
+impl Walk<'_> {
+    /// The body's bytes (up to the ICRC).
+    #[inline(always)]
+    fn body(&self) -> &[u8] {
+        &self.frame[self.body_at..self.icrc_at]
     }
+
+    /// The general parser's last two checks, once the body's `body_len` bytes are read: the
+    /// pad count fits (`None` otherwise, the general parser's error), and the ICRC, unless
+    /// configured off (a bad one is the general parser's `BadIcrc`, computed once). The
+    /// payload's range and the ICRC carried.
+    #[inline(always)]
+    fn finish(&self, body_len: usize, cfg: &WireConfig) -> Option<Result<(Range<usize>, u32)>> {
+        let at = self.body_at + body_len;
+        let payload_end = self
+            .icrc_at
+            .checked_sub(usize::from(self.bth.pad_count))
+            .filter(|&p| p >= at)?;
+        let carried = icrc::read(self.frame[self.icrc_at..].try_into().ok()?);
+        if cfg.verify_icrc {
+            let computed = icrc::compute(&self.frame[self.nics_at..self.icrc_at]).ok()?;
+            if computed != carried {
+                return Some(Err(WireError::BadIcrc { computed, carried }));
+            }
+        }
+        Some(Ok((at..payload_end, carried)))
+    }
+
+    /// The IPv6 header naming both NICs.
+    #[inline(always)]
+    fn nics(&self) -> &Ipv6Repr {
+        self.inner.as_ref().unwrap_or(&self.outer)
+    }
+}
+
+/// The parsed frame, when it is one of the engine's own untrimmed layouts and every check of
+/// the general parser passes up to the ICRC; then a bad ICRC is the general parser's
+/// `BadIcrc` too (it would find the same). `None` sends the frame to the general parser.
+#[inline]
+pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<Frame<'a>>> {
+    let w = walk(frame, cfg)?;
+    let (body, body_len) = Body::parse(w.bth.opcode, w.bth.ts, w.body()).ok()?;
+    let (payload, carried) = match w.finish(body_len, cfg)? {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    let e = EthernetFrame::new_unchecked(&w.frame[..ETH]);
     Some(Ok(Frame {
         eth: EthernetRepr {
             src_addr: e.src_addr(),
             dst_addr: e.dst_addr(),
             ethertype: EthernetProtocol::Ipv6,
         },
-        outer,
-        srh,
-        inner,
-        udp,
+        outer: w.outer,
+        srh: w.srh,
+        inner: w.inner,
+        udp: w.udp,
         trimmed: None,
-        entropy,
-        bth,
+        entropy: w.entropy,
+        bth: w.bth,
         body: Some(body),
-        payload: &frame[at..payload_end],
+        payload: &w.frame[payload],
         icrc: Some(carried),
     }))
+}
+
+/// The lean view of a data (Write, Write-with-Immediate) or SACK frame in one of the engine's
+/// own untrimmed layouts, every check of the general parser passed (issue #13, lean receive
+/// path): `Some(Ok)` exactly when [`parse_frame`](super::parse_frame) would give an untrimmed
+/// frame of those kinds in those layouts, with the same fields ([`Frame::to_lean`]); a bad
+/// ICRC is the general parser's `BadIcrc`. `None` for every other frame (trimmed, NACK, ACK,
+/// probe, endpoint operation, another layout, anything the general parser refuses): the
+/// caller parses it with `parse_frame`. The agreement is a property test (`tests.rs`) and a
+/// fuzz invariant (`fuzz/fuzz_targets/frame.rs`).
+#[inline]
+pub fn parse_lean<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<LeanFrame<'a>>> {
+    let w = walk(frame, cfg)?;
+    let body = match w.bth.opcode {
+        op if op.is_write() => {
+            let (write, len) = write_fixed(op, w.bth.ts, w.body())?;
+            let payload = match w.finish(len, cfg)? {
+                Ok((p, _)) => &w.frame[p],
+                Err(e) => return Some(Err(e)),
+            };
+            LeanBody::Data(DataFrame {
+                entropy: w.entropy,
+                ecn: w.outer.ecn,
+                write,
+                payload,
+            })
+        }
+        Opcode::Sack => {
+            let (seth, cc) = sack_fixed(w.body())?;
+            if let Err(e) = w.finish(SETH_LEN + CC_STATE_LEN, cfg)? {
+                return Some(Err(e));
+            }
+            LeanBody::Sack { seth, cc }
+        }
+        _ => return None,
+    };
+    let nics = w.nics();
+    Some(Ok(LeanFrame {
+        src_addr: nics.src_addr,
+        dst_addr: nics.dst_addr,
+        bth: w.bth,
+        body,
+    }))
+}
+
+/// A SACK's SETH and CC_STATE when both are in `buf`: one length check, then each read at
+/// its fixed offset (what `Body::parse` gives a SACK, without its error: too short a body is
+/// the general parser's to report).
+#[inline(always)]
+fn sack_fixed(buf: &[u8]) -> Option<(SethRepr, CcStateRepr)> {
+    let b = fixed::<{ SETH_LEN + CC_STATE_LEN }>(buf, 0)?;
+    let seth = SethRepr::parse(&SethPacket::new_unchecked(&b[..SETH_LEN])).ok()?;
+    let cc = CcStateRepr::parse(&CcStatePacket::new_unchecked(&b[SETH_LEN..])).ok()?;
+    Some((seth, cc))
 }
 
 /// Parse an SRH at the start of `b` (validated by mrc-srv6's view, RFC 8754 §2): the view,

@@ -16,6 +16,11 @@
 //! Parsing: [`parse_frame`] returns typed headers and a view of the payload, without copying.
 //! A frame whose outer DSCP says "trimmed" is classified before anything else and parsed only
 //! as far as its bytes survived, never length- or ICRC-checked.
+//!
+//! The receive fast path (issue #13): [`parse_lean`] reads the two hot kinds, data (Write,
+//! Write-with-Immediate) and SACK frames in the engine's own untrimmed layouts, into a
+//! [`LeanFrame`] holding only what the engine's dispatch and its data and SACK handlers read;
+//! every other frame goes to [`parse_frame`] and a full [`Frame`].
 
 mod body;
 mod emit;
@@ -31,12 +36,15 @@ use core::ops::Range;
 use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress, EthernetRepr, Ipv6Repr};
 
 pub use body::{Body, WriteHeaders};
+pub use fast::parse_lean;
 pub use parse::{parse_frame, parse_frame_general};
 pub use template::{HeaderTemplate, PacketFields, TEMPLATE_MAX_LEN, TemplateKey, TemplateLayout};
 pub use trim::trim_frame;
 
 use super::bth::BthRepr;
+use super::cc_state::CcStateRepr;
 use super::config::Trimmed;
+use super::seth::SethRepr;
 use super::udp::UdpRepr;
 
 /// Length of a one-segment SRH (RFC 8754 §2: 8 fixed bytes + one 16-byte segment).
@@ -202,6 +210,67 @@ impl Frame<'_> {
             body: self.body?,
         })
     }
+}
+
+impl<'a> Frame<'a> {
+    /// The [`LeanFrame`] of this frame's fields, for an untrimmed data or SACK frame (`None`
+    /// otherwise): what [`parse_lean`] gives when it takes the frame (the oracle of the
+    /// tests and the fuzz target).
+    pub fn to_lean(&self) -> Option<LeanFrame<'a>> {
+        if self.trimmed.is_some() {
+            return None;
+        }
+        let body = match self.body? {
+            Body::Write(write) => LeanBody::Data(DataFrame {
+                entropy: self.entropy,
+                ecn: self.ecn(),
+                write,
+                payload: self.payload,
+            }),
+            Body::Sack { seth, cc } => LeanBody::Sack { seth, cc },
+            _ => return None,
+        };
+        Some(LeanFrame {
+            src_addr: self.src_addr(),
+            dst_addr: self.dst_addr(),
+            bth: self.bth,
+            body,
+        })
+    }
+}
+
+/// A received data or SACK frame, reduced to what the engine's dispatch and its data and
+/// SACK handlers read (issue #13, lean receive path): about half a [`Frame`], built by
+/// [`parse_lean`] straight from fixed offsets without the Ethernet, IPv6, SRH and UDP reprs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeanFrame<'a> {
+    /// The sending NIC (inner IPv6 SA in SRv6 mode, the only SA in ECMP mode).
+    pub src_addr: Ipv6Addr,
+    /// The destination NIC.
+    pub dst_addr: Ipv6Addr,
+    pub bth: BthRepr,
+    pub body: LeanBody<'a>,
+}
+
+/// The body of a [`LeanFrame`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeanBody<'a> {
+    /// A Write or Write-with-Immediate (0xC6–0xCB).
+    Data(DataFrame<'a>),
+    /// A SACK (0xDC): SETH then CC_STATE.
+    Sack { seth: SethRepr, cc: CcStateRepr },
+}
+
+/// A Write packet as the responder reads it (brief §4.1), from a [`LeanFrame`] or a [`Frame`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataFrame<'a> {
+    /// The 32-bit EV joined from UDP source port and flow label.
+    pub entropy: u32,
+    /// Outer ECN (what switches mark).
+    pub ecn: Ecn,
+    pub write: WriteHeaders,
+    /// Payload (without pad or ICRC).
+    pub payload: &'a [u8],
 }
 
 impl fmt::Display for Frame<'_> {

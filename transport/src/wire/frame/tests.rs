@@ -116,8 +116,8 @@ fn srv6_write_with_srh_round_trips() {
     assert_eq!(build(&f.to_repr().unwrap(), f.payload), buf);
 }
 
-#[test]
-fn ecmp_and_srv6_without_srh_round_trip_every_control_body() {
+/// One body of every control kind (ACK, SACK, NACK, probe, both endpoint operations).
+fn control_bodies() -> [(Opcode, Body); 6] {
     let seth = SethRepr {
         verdict: MultipathVerdict::SkipOnce,
         cack_psn: 77,
@@ -125,7 +125,7 @@ fn ecmp_and_srv6_without_srh_round_trip_every_control_body() {
         entropy: 0x0001_0007,
         ..SethRepr::default()
     };
-    let bodies = [
+    [
         (Opcode::Ack, Body::Ack(AethRepr::ack(5))),
         (
             Opcode::Sack,
@@ -188,7 +188,12 @@ fn ecmp_and_srv6_without_srh_round_trip_every_control_body() {
                 service_time_ns: 300,
             }),
         ),
-    ];
+    ]
+}
+
+#[test]
+fn ecmp_and_srv6_without_srh_round_trip_every_control_body() {
+    let bodies = control_bodies();
     for route in [Route::Ecmp, srv6(false)] {
         for (op, body) in bodies {
             let repr = FrameRepr {
@@ -470,6 +475,52 @@ fn fast_agrees(buf: &[u8], cfg: &WireConfig) -> Result<bool, TestCaseError> {
     }
 }
 
+/// The frames [`parse_lean`] must take: those the general parser, ICRC check aside, reads as
+/// an untrimmed data or SACK frame in one of the engine's own layouts (no SRH, or a
+/// one-segment one of exactly 24 bytes).
+fn lean_must_take(buf: &[u8], cfg: &WireConfig) -> bool {
+    let lenient = WireConfig {
+        verify_icrc: false,
+        ..*cfg
+    };
+    let Ok(f) = parse_frame_general(buf, &lenient) else {
+        return false;
+    };
+    // The SRH, when there is one, follows the outer IPv6 header: Hdr Ext Len 2 is 24 bytes.
+    let srh_len_ok = f.srh.is_none() || buf.get(14 + 40 + 1) == Some(&2);
+    f.to_lean().is_some() && srh_len_ok
+}
+
+/// The lean view takes exactly the frames it must ([`lean_must_take`]) and then gives the
+/// general parse's fields ([`Frame::to_lean`]), or its error (a bad ICRC); it refuses every
+/// other frame, which then goes to the general parser. `Ok(true)` when it took the frame.
+fn lean_agrees(buf: &[u8], cfg: &WireConfig) -> Result<bool, TestCaseError> {
+    let general = parse_frame_general(buf, cfg);
+    let must = lean_must_take(buf, cfg);
+    match parse_lean(buf, cfg) {
+        None => {
+            prop_assert!(
+                !must,
+                "the lean view refused a frame it must take: {:?}",
+                general
+            );
+            Ok(false)
+        }
+        Some(lean) => {
+            prop_assert!(
+                must,
+                "the lean view took a frame it must refuse: {:?}",
+                lean
+            );
+            match (lean, general) {
+                (Ok(v), Ok(f)) => prop_assert_eq!(Some(v), f.to_lean(), "lean and general differ"),
+                (l, g) => prop_assert_eq!(l.err(), g.err(), "lean and general errors differ"),
+            }
+            Ok(true)
+        }
+    }
+}
+
 #[test]
 fn the_fast_parser_reads_every_layout_the_engine_sends() {
     let cfgs = [
@@ -510,18 +561,147 @@ fn the_fast_parser_reads_every_layout_the_engine_sends() {
     }
 }
 
+/// The lean path reads every data and SACK frame the engine sends, in every layout and
+/// configuration (every Write opcode, with and without TSETH, every pad count), so it cannot
+/// be silently unused; it refuses every other kind (ACK, NACK, probe, endpoint operations),
+/// trimmed frames, and an SRH of another length, which the general parser reads.
+#[test]
+fn the_lean_path_reads_every_data_and_sack_layout_the_engine_sends() {
+    let cfgs = [
+        WireConfig::default(),
+        WireConfig {
+            flow_label: super::super::config::FlowLabelPlacement::Inner,
+            udp_checksum: true,
+            ..WireConfig::default()
+        },
+        WireConfig {
+            verify_icrc: false,
+            ..WireConfig::default()
+        },
+    ];
+    let writes = [
+        Opcode::WriteFirst,
+        Opcode::WriteMiddle,
+        Opcode::WriteLast,
+        Opcode::WriteLastImm,
+        Opcode::WriteOnly,
+        Opcode::WriteOnlyImm,
+    ];
+    let takes = |buf: &[u8], cfg: &WireConfig| lean_agrees(buf, cfg).unwrap();
+    for cfg in &cfgs {
+        for route in [Route::Ecmp, srv6(false), srv6(true)] {
+            for op in writes {
+                for ts in [false, true] {
+                    for len in [0, 1, 2, 3, 64, 257] {
+                        let mut w = write_repr(route, len);
+                        w.bth.opcode = op;
+                        w.bth.ts = ts;
+                        if let Body::Write(h) = &mut w.body {
+                            h.tseth = ts.then_some(TsethRepr::at_nanos(7));
+                            h.immdt = op.has_immediate().then_some(ImmDtRepr { imm: 3 });
+                        }
+                        let mut buf = vec![0u8; w.buffer_len(len) + 4];
+                        let n = w.build(&mut buf, &vec![5u8; len], cfg).unwrap();
+                        assert!(
+                            takes(&buf[..n + 4], cfg),
+                            "{route:?} {op} ts {ts} {len} + FCS"
+                        );
+                        assert!(takes(&buf[..n], cfg), "{route:?} {op} ts {ts} {len}");
+                        let Some(Ok(v)) = parse_lean(&buf[..n], cfg) else {
+                            unreachable!()
+                        };
+                        let LeanBody::Data(d) = v.body else {
+                            panic!("{route:?} {op}: not data")
+                        };
+                        assert_eq!(d.payload, &vec![5u8; len][..]);
+                        // A switch marks CE on the outer header (outside the ICRC in SRv6
+                        // mode): the lean view reads the outer ECN, as the general parser.
+                        let mut ce = buf[..n].to_vec();
+                        ce[15] |= 0x30;
+                        if route != Route::Ecmp || !cfg.verify_icrc {
+                            assert!(takes(&ce, cfg), "{route:?} {op} CE");
+                            let Some(Ok(v)) = parse_lean(&ce, cfg) else {
+                                unreachable!()
+                            };
+                            assert!(matches!(v.body, LeanBody::Data(d) if d.ecn == Ecn::Ce));
+                        }
+                    }
+                }
+            }
+            let s = sack_repr(route);
+            let mut buf = vec![0u8; s.buffer_len(0)];
+            s.build(&mut buf, &[], cfg).unwrap();
+            assert!(takes(&buf, cfg), "{route:?} SACK");
+            for (op, body) in control_bodies() {
+                if op == Opcode::Sack {
+                    continue;
+                }
+                let c = FrameRepr {
+                    bth: bth(op, 77),
+                    body,
+                    ..sack_repr(route)
+                };
+                let mut buf = vec![0u8; c.buffer_len(0)];
+                c.build(&mut buf, &[], cfg).unwrap();
+                assert!(!takes(&buf, cfg), "{route:?} {op}: the general parser's");
+                assert!(parse_frame(&buf, cfg).is_ok());
+            }
+            // Trimmed: the general parser's, whole or cut.
+            let t = FrameRepr {
+                dscp: cfg.dscp.trimmed,
+                ..write_repr(route, 64)
+            };
+            let mut buf = vec![0u8; t.buffer_len(64)];
+            t.build(&mut buf, &[1u8; 64], cfg).unwrap();
+            assert!(!takes(&buf, cfg));
+            assert!(!takes(&buf[..buf.len() - 40], cfg));
+        }
+        // A two-segment SRH (32 bytes): a layout the engine does not send, so the general
+        // parser's, though it reads it as a Write.
+        let w = write_repr(srv6(true), 8);
+        let buf = build(&w, &[5u8; 8]);
+        let srh_at = 14 + 40;
+        let mut two = buf[..srh_at].to_vec();
+        two.extend_from_slice(&buf[srh_at..srh_at + 8]);
+        two[srh_at + 1] = 4; // Hdr Ext Len: 8 + 32 bytes
+        two[srh_at + 4] = 1; // Last Entry: two segments
+        two.extend_from_slice(&buf[srh_at + 8..srh_at + 24]);
+        two.extend_from_slice(&buf[srh_at + 8..srh_at + 24]);
+        two.extend_from_slice(&buf[srh_at + 24..]);
+        let plen = u16::from_be_bytes([two[18], two[19]]) + 16;
+        two[18..20].copy_from_slice(&plen.to_be_bytes());
+        let lenient = WireConfig {
+            verify_icrc: false,
+            ..*cfg
+        };
+        let f = parse_frame(&two, &lenient).unwrap();
+        assert_eq!(f.srh.map(|s| s.len()), Some(2));
+        assert!(f.to_lean().is_some());
+        assert!(!takes(&two, cfg));
+    }
+}
+
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
     #[test]
     fn fast_and_general_parsers_agree_on_mutated_and_cut_frames(
         (repr, len) in arb_repr(),
-        sack in any::<bool>(),
+        kind in 0u8..8,
         edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
         cut in any::<usize>(),
         verify in any::<bool>(),
     ) {
         let cfg = WireConfig { verify_icrc: verify, ..WireConfig::default() };
-        let repr = if sack { sack_repr(repr.route) } else { repr };
-        let len = if sack { 0 } else { len };
+        // Half Writes, a quarter SACKs, then every other control body and trimmed Writes.
+        let (repr, len) = match kind {
+            0..=3 => (repr, len),
+            4 | 5 => (sack_repr(repr.route), 0),
+            6 => {
+                let (op, body) = control_bodies()[repr.bth.psn as usize % 6];
+                (FrameRepr { bth: bth(op, repr.bth.psn), body, ..sack_repr(repr.route) }, 0)
+            }
+            _ => (FrameRepr { dscp: cfg.dscp.trimmed, ..repr }, len),
+        };
         let mut buf = build(&repr, &vec![9u8; len]);
         for (at, v) in edits {
             let n = buf.len();
@@ -532,6 +712,16 @@ proptest! {
             buf.truncate(cut % (n + 1));
         }
         fast_agrees(&buf, &cfg)?;
+        lean_agrees(&buf, &cfg)?;
+    }
+
+    #[test]
+    fn the_lean_view_agrees_with_the_general_parser_on_random_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..300),
+        verify in any::<bool>(),
+    ) {
+        let cfg = WireConfig { verify_icrc: verify, ..WireConfig::default() };
+        lean_agrees(&bytes, &cfg)?;
     }
 }
 
