@@ -34,6 +34,11 @@ fn endpoint() -> Endpoint {
     Endpoint::new(EndpointConfig::new(7, ME, ports, PathMode::Ecmp)).unwrap()
 }
 
+/// Four QPs in slots 0..4, towards A, B, A and B.
+fn abab(ep: &mut Endpoint) -> [Qpn; 4] {
+    [A, B, A, B].map(|p| connect(ep, p).unwrap())
+}
+
 /// A QP taken to RTS towards `peer` (its remote QPN made up).
 fn connect(ep: &mut Endpoint, peer: Ipv6Addr) -> Result<Qpn, VerbsError> {
     let pd = ep.alloc_pd()?;
@@ -101,11 +106,7 @@ fn probes_and_port_status_reach_only_their_peers_qps_through_the_index() {
     let mut ep = endpoint();
     let now = Instant(1_000);
     // Slots 0..4: A, B, A, B.
-    let qps: Vec<Qpn> = [A, B, A, B]
-        .iter()
-        .map(|&p| connect(&mut ep, p).unwrap())
-        .collect();
-    let [a0, b0, a1, b1] = [qps[0], qps[1], qps[2], qps[3]];
+    let [a0, b0, a1, b1] = abab(&mut ep);
     assert_eq!(ep.peers.slots(A), &[slot(a0), slot(a1)]);
     assert_eq!(ep.peers.slots(B), &[slot(b0), slot(b1)]);
 
@@ -170,11 +171,7 @@ fn a_local_port_status_tells_each_peer_once_through_its_first_qp_in_slot_order()
     let mut ep = endpoint();
     let now = Instant(1_000);
     // Slots 0..5: A, B, A, B, and a QP still in INIT (no peer).
-    let qps: Vec<Qpn> = [A, B, A, B]
-        .iter()
-        .map(|&p| connect(&mut ep, p).unwrap())
-        .collect();
-    let [a0, b0, a1, _b1] = [qps[0], qps[1], qps[2], qps[3]];
+    let [a0, b0, a1, _b1] = abab(&mut ep);
     // A's first QP in ERROR keeps its peer but tells it nothing: A is told through a1, after
     // B (through b0): the order of the slots, not of the peers' addresses.
     ep.modify_qp(a0, QpTransition::Error).unwrap();

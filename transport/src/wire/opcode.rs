@@ -64,6 +64,16 @@ pub enum Opcode {
 use Header::{Aeth, CcState, Eeth, Erth, ImmDt, Meth, Neth, Peth, Reth, Seth, Tseth};
 
 impl Opcode {
+    /// The RDMA Write opcodes, in code order (brief §2.3).
+    pub const WRITES: [Opcode; 6] = [
+        Self::WriteFirst,
+        Self::WriteMiddle,
+        Self::WriteLast,
+        Self::WriteLastImm,
+        Self::WriteOnly,
+        Self::WriteOnlyImm,
+    ];
+
     /// Decode a code.
     pub const fn from_u8(code: u8) -> Self {
         match code {

@@ -57,17 +57,7 @@ impl FrameRepr {
             "only Writes carry payload"
         );
         let len = self.buffer_len(payload_len);
-        if len - ETHERNET_HEADER_LEN - IPV6_HEADER_LEN > usize::from(u16::MAX) {
-            return Err(WireError::Malformed {
-                what: "frame too long for the IPv6 payload length",
-            });
-        }
-        if buf.len() < len {
-            return Err(WireError::BufferTooSmall {
-                need: len,
-                have: buf.len(),
-            });
-        }
+        check_frame_len(len, buf.len())?;
         let pad = pad_for(payload_len);
         let ev = cfg.entropy_order.split(self.entropy);
         let body_len = self.body.buffer_len();
@@ -225,4 +215,19 @@ fn emit_srh(b: &mut [u8], segment: Ipv6Addr) {
     b[5] = 0; // Flags
     b[6..8].fill(0); // Tag
     b[8..24].copy_from_slice(&segment.octets());
+}
+
+/// A frame of `len` bytes (Ethernet to ICRC) fits the outer IPv6 payload length and a buffer of
+/// `have` bytes: what every emitter checks before it writes a byte.
+#[inline]
+pub(super) fn check_frame_len(len: usize, have: usize) -> Result<()> {
+    if len - ETHERNET_HEADER_LEN - IPV6_HEADER_LEN > usize::from(u16::MAX) {
+        return Err(WireError::Malformed {
+            what: "frame too long for the IPv6 payload length",
+        });
+    }
+    if have < len {
+        return Err(WireError::BufferTooSmall { need: len, have });
+    }
+    Ok(())
 }

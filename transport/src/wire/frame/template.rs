@@ -25,6 +25,7 @@ use super::super::icrc::ICRC_LEN;
 use super::super::opcode::Opcode;
 use super::super::udp::UDP_HEADER_LEN;
 use super::super::{Result, WireError};
+use super::emit::check_frame_len;
 use super::{Body, FrameLayout, FrameRepr, Route, SRH_ONE_SEGMENT_LEN};
 
 /// The longest fixed header block: Ethernet, outer IPv6, SRH, inner IPv6, UDP, BTH.
@@ -185,17 +186,7 @@ impl HeaderTemplate {
         let body_len = f.body.buffer_len();
         let head = self.layout.header_len();
         let len = head + body_len + payload_len + pad + ICRC_LEN;
-        if len - ETHERNET_HEADER_LEN - IPV6_HEADER_LEN > usize::from(u16::MAX) {
-            return Err(WireError::Malformed {
-                what: "frame too long for the IPv6 payload length",
-            });
-        }
-        if buf.len() < len {
-            return Err(WireError::BufferTooSmall {
-                need: len,
-                have: buf.len(),
-            });
-        }
+        check_frame_len(len, buf.len())?;
         let hdr = &mut buf[..len];
         let udp_len = UDP_HEADER_LEN + BTH_LEN + body_len + payload_len + pad + ICRC_LEN;
         let ev = cfg.entropy_order.split(entropy);

@@ -521,9 +521,10 @@ fn lean_agrees(buf: &[u8], cfg: &WireConfig) -> Result<bool, TestCaseError> {
     }
 }
 
-#[test]
-fn the_fast_parser_reads_every_layout_the_engine_sends() {
-    let cfgs = [
+/// The wire configurations the fast paths must read as the general parser does: the default,
+/// the inner flow label with UDP checksums, and no ICRC check.
+fn fast_path_configs() -> [WireConfig; 3] {
+    [
         WireConfig::default(),
         WireConfig {
             flow_label: super::super::config::FlowLabelPlacement::Inner,
@@ -534,7 +535,12 @@ fn the_fast_parser_reads_every_layout_the_engine_sends() {
             verify_icrc: false,
             ..WireConfig::default()
         },
-    ];
+    ]
+}
+
+#[test]
+fn the_fast_parser_reads_every_layout_the_engine_sends() {
+    let cfgs = fast_path_configs();
     for cfg in &cfgs {
         for route in [Route::Ecmp, srv6(false), srv6(true)] {
             for len in [0, 1, 3, 64, 257] {
@@ -567,30 +573,11 @@ fn the_fast_parser_reads_every_layout_the_engine_sends() {
 /// trimmed frames, and an SRH of another length, which the general parser reads.
 #[test]
 fn the_lean_path_reads_every_data_and_sack_layout_the_engine_sends() {
-    let cfgs = [
-        WireConfig::default(),
-        WireConfig {
-            flow_label: super::super::config::FlowLabelPlacement::Inner,
-            udp_checksum: true,
-            ..WireConfig::default()
-        },
-        WireConfig {
-            verify_icrc: false,
-            ..WireConfig::default()
-        },
-    ];
-    let writes = [
-        Opcode::WriteFirst,
-        Opcode::WriteMiddle,
-        Opcode::WriteLast,
-        Opcode::WriteLastImm,
-        Opcode::WriteOnly,
-        Opcode::WriteOnlyImm,
-    ];
+    let cfgs = fast_path_configs();
     let takes = |buf: &[u8], cfg: &WireConfig| lean_agrees(buf, cfg).unwrap();
     for cfg in &cfgs {
         for route in [Route::Ecmp, srv6(false), srv6(true)] {
-            for op in writes {
+            for op in Opcode::WRITES {
                 for ts in [false, true] {
                     for len in [0, 1, 2, 3, 64, 257] {
                         let mut w = write_repr(route, len);
