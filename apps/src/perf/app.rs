@@ -47,6 +47,9 @@ pub struct QpWiring {
     /// `--check`: this host's number in the patterns; each message's own bytes are written
     /// into its source slot before it is posted ([`check`](super::check)).
     pub pattern_host: Option<u32>,
+    /// The pacing starts this long after the application (`--mode storage`: each QP's own
+    /// phase; zero otherwise, every QP in step).
+    pub start_offset: Duration,
 }
 
 /// What every host's application is told.
@@ -370,8 +373,12 @@ impl Application for PerfApp {
         self.start = Some(now);
         self.deadline = self.params.duration.map(|d| now + d);
         for q in &mut self.qps {
-            q.pacer = Pacer::new(self.params.pattern, self.params.size, now)
-                .with_line_rate(self.params.line_gbps_per_qp);
+            q.pacer = Pacer::new(
+                self.params.pattern,
+                self.params.size,
+                now + q.wiring.start_offset,
+            )
+            .with_line_rate(self.params.line_gbps_per_qp);
         }
         let needs_recv = !self.params.test.is_bw() || self.params.test == TestKind::WriteImmBw;
         for i in 0..self.qps.len() {

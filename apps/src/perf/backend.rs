@@ -12,7 +12,7 @@ use mrc_transport::verbs::Memory;
 use super::app::{AppParams, QpRecord};
 pub use super::check::{BUFFER_IOVA, CheckResult};
 use super::check::{CheckedMemory, Layout, SharedDest, lock_dest};
-use super::settings::{CcChoice, Settings, TestKind};
+use super::settings::{CcChoice, Pattern, Settings, TestKind};
 use crate::metrics::counters::Snapshot;
 use crate::metrics::telemetry::Telemetry;
 
@@ -225,11 +225,29 @@ pub const fn roles(test: TestKind, bidirectional: bool) -> (bool, bool, bool, bo
 /// The buffer layout of a run of `size`-byte messages: one source and one destination slot
 /// per QP, or under `--check` one per outstanding message (see [`check`](super::check)).
 pub fn layout(s: &Settings, size: u64) -> Layout {
+    layout_of(s, size, s.qps)
+}
+
+/// [`layout`] for a host with `qps` QPs (a traffic pattern gives hosts different counts).
+pub fn layout_of(s: &Settings, size: u64, qps: u32) -> Layout {
     Layout {
-        qps: s.qps,
+        qps,
         slots: if s.check { s.tx_depth.max(1) } else { 1 },
         size,
     }
+}
+
+/// When QP `qp` of host `host` starts pacing, after its application: `--mode storage` gives
+/// each QP its own seeded phase within one burst period (free-running clients); every other
+/// mode starts every QP of every host together.
+pub fn start_offset(s: &Settings, size: u64, host: u32, qp: u32) -> mrc_transport::Duration {
+    let Pattern::Storage { rate, burst } = s.pattern else {
+        return mrc_transport::Duration::ZERO;
+    };
+    let period = rate.burst_period_ns(burst, size).max(1.0);
+    let h = super::check::message_salt(super::check::qp_salt(host, qp), s.seed);
+    let unit = (h >> 11) as f64 / (1u64 << 53) as f64;
+    mrc_transport::Duration((unit * period) as u64)
 }
 
 /// A host's memory: a plain buffer, or under `--check` one that checks every byte its peer
@@ -242,6 +260,51 @@ pub fn host_memory(s: &Settings, size: u64, peer: u32) -> (Box<dyn Memory>, Opti
     } else {
         (Box::new(vec![0u8; l.registered_bytes() as usize]), None)
     }
+}
+
+/// [`host_memory`] of a host whose QP `i` receives from `senders[i]` (a host number and its
+/// QP index there): the memory of a host in a traffic pattern.
+pub fn pattern_memory(
+    s: &Settings,
+    size: u64,
+    senders: &[(u32, u32)],
+) -> (Box<dyn Memory>, Option<SharedDest>) {
+    let l = layout_of(s, size, senders.len() as u32);
+    if s.check {
+        let (mem, dest) = CheckedMemory::with_senders(l, senders);
+        (Box::new(mem), Some(dest))
+    } else {
+        (Box::new(vec![0u8; l.registered_bytes() as usize]), None)
+    }
+}
+
+/// [`finish_checks`] for a traffic pattern: host `h`'s QP `i` was written by its peer in
+/// `wiring`.
+pub fn finish_pattern_checks(
+    test: TestKind,
+    records: &[Vec<QpRecord>],
+    dests: &[Option<SharedDest>],
+    wiring: &super::traffic::Wiring,
+) -> Option<CheckResult> {
+    let mut total: Option<CheckResult> = None;
+    for (h, dest) in dests.iter().enumerate() {
+        let Some(dest) = dest else { continue };
+        let done: Vec<u64> = wiring.local[h]
+            .iter()
+            .zip(&records[h])
+            .map(|(q, mine)| {
+                let sender = &records[q.peer_host][q.peer_qp];
+                delivered(
+                    test,
+                    std::slice::from_ref(sender),
+                    std::slice::from_ref(mine),
+                )[0]
+            })
+            .collect();
+        let r = lock_dest(dest).finish(&done);
+        total.get_or_insert_default().add(&r);
+    }
+    total
 }
 
 /// The messages of each QP known complete in the direction `sender` → `receiver`: the

@@ -131,11 +131,13 @@ struct Slot {
     wrong: bool,
 }
 
-/// The destination slots of every QP of one receiving host, from one sender.
+/// The destination slots of every QP of one receiving host.
 #[derive(Debug)]
 pub struct DestState {
     layout: Layout,
-    sender: u32,
+    /// Per local QP: the [`qp_salt`] of the sending QP at the other end (its host and its
+    /// index there).
+    salts: Vec<u64>,
     slots: Vec<Slot>,
     report: CheckResult,
     want: Vec<u8>,
@@ -143,10 +145,18 @@ pub struct DestState {
 
 impl DestState {
     fn new(layout: Layout, sender: u32) -> Self {
+        Self::with_salts(
+            layout,
+            (0..layout.qps).map(|i| qp_salt(sender, i)).collect(),
+        )
+    }
+
+    /// Destinations whose QP `i` is written by the sending QP of salt `salts[i]`.
+    fn with_salts(layout: Layout, salts: Vec<u64>) -> Self {
         let words = layout.size.div_ceil(64) as usize;
         Self {
             layout,
-            sender,
+            salts,
             slots: vec![
                 Slot {
                     message: None,
@@ -164,7 +174,7 @@ impl DestState {
     fn matches(&mut self, qp: u32, k: u64, off: u64, src: &[u8]) -> bool {
         self.want.resize(src.len(), 0);
         fill_pattern(
-            message_salt(qp_salt(self.sender, qp), k),
+            message_salt(self.salts.get(qp as usize).copied().unwrap_or(0), k),
             off as usize,
             &mut self.want,
         );
@@ -323,7 +333,18 @@ pub struct CheckedMemory {
 impl CheckedMemory {
     /// The memory of a host whose peer is host `sender`, and the check's state.
     pub fn new(layout: Layout, sender: u32) -> (Self, SharedDest) {
-        let dst = Arc::new(Mutex::new(DestState::new(layout, sender)));
+        Self::with_state(layout, DestState::new(layout, sender))
+    }
+
+    /// The memory of a host whose QP `i` receives from the sending QP `senders[i]` (a host
+    /// and that host's QP index), as the traffic patterns wire many peers to one host.
+    pub fn with_senders(layout: Layout, senders: &[(u32, u32)]) -> (Self, SharedDest) {
+        let salts = senders.iter().map(|&(h, q)| qp_salt(h, q)).collect();
+        Self::with_state(layout, DestState::with_salts(layout, salts))
+    }
+
+    fn with_state(layout: Layout, state: DestState) -> (Self, SharedDest) {
+        let dst = Arc::new(Mutex::new(state));
         let mem = Self {
             src: vec![0; layout.src_bytes() as usize],
             dst: dst.clone(),

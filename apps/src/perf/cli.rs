@@ -8,6 +8,7 @@ use clap::Parser;
 use mrc_transport::Duration;
 
 use super::settings::{BackendKind, BwUnits, CcChoice, Pattern, Rate, Settings, TestKind};
+use super::traffic::{Traffic, TrafficSpec};
 use crate::faults;
 use crate::units::parse_duration;
 
@@ -139,6 +140,28 @@ pub struct Args {
     /// Seed of the simulated fabric and engines.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+
+    /// Traffic over many hosts: pair (perftest's), pairs, permutation, incast:K, all2all or
+    /// ring (docs/mrc-perf.md, "Testing a fabric").
+    #[arg(long)]
+    pub pattern: Option<String>,
+    /// A traffic matrix: one `SRC DST` per line (host numbers), instead of --pattern.
+    #[arg(long, conflicts_with = "pattern")]
+    pub pairs: Option<PathBuf>,
+    /// Hosts the pattern spans: the plan's first N (default: every host; without --plan a
+    /// built-in fabric of N hosts).
+    #[arg(long)]
+    pub hosts: Option<u32>,
+    /// With incast:K, a flow into a rack mate of the incast's receiver.
+    #[arg(long)]
+    pub victim: bool,
+    /// Traffic mode: saturate, training (--on-off), storage (--rate_limit, free-running
+    /// QPs) or sync_burst (--burst_size, --burst-gap, every flow in step).
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Write the flows' N x N Gb/s heatmap here (SVG; default: next to --out_json_file).
+    #[arg(long = "matrix-svg")]
+    pub matrix_svg: Option<PathBuf>,
 
     // perftest's remaining options, with its spelling; checked in cli/perftest.rs.
     /// Connection type: RC (MRC is RC-only).
@@ -406,10 +429,83 @@ impl Args {
             seed: self.seed,
             all_evs: self.all_evs,
             perftest: self.perftest_opts(test, backend)?,
+            traffic: self.traffic(backend)?,
+            matrix_svg: self.matrix_svg.clone(),
         })
     }
 
+    /// `--pattern`, `--pairs`, `--hosts`, `--victim`.
+    fn traffic(&self, backend: BackendKind) -> anyhow::Result<Option<TrafficSpec>> {
+        let pattern = match (&self.pattern, &self.pairs) {
+            (Some(p), _) => Traffic::parse(p)?,
+            (None, Some(f)) => Traffic::File(f.clone()),
+            (None, None) => {
+                if self.hosts.is_some() || self.victim {
+                    anyhow::bail!(
+                        "--hosts and --victim shape a traffic pattern: give --pattern (or --pairs FILE)"
+                    );
+                }
+                if self.matrix_svg.is_some() {
+                    anyhow::bail!("--matrix-svg draws a pattern's flows: give --pattern");
+                }
+                return Ok(None);
+            }
+        };
+        if backend != BackendKind::Sim {
+            anyhow::bail!(
+                "--pattern runs on the simulated fabric so far (--backend sim); on {} one \
+                 client and one server run, as perftest",
+                backend.name()
+            );
+        }
+        if self.server.is_some() {
+            anyhow::bail!("a SERVER address is for a pair of DPDK hosts, not a --pattern");
+        }
+        if let Some(n) = self.hosts
+            && !(2..=65_536).contains(&n)
+        {
+            anyhow::bail!("--hosts {n}: 2 to 65536 hosts");
+        }
+        Ok(Some(TrafficSpec {
+            pattern,
+            hosts: self.hosts,
+            victim: self.victim,
+        }))
+    }
+
     fn pattern(&self) -> anyhow::Result<Pattern> {
+        let p = self.pacing()?;
+        let Some(mode) = self.mode.as_deref() else {
+            return Ok(p);
+        };
+        // --mode names what the pacing flags give, and checks they were given.
+        Ok(match (mode, p) {
+            ("saturate", Pattern::Saturate) => p,
+            ("training", Pattern::OnOff { .. }) => p,
+            ("sync_burst", Pattern::Bursts { .. }) => p,
+            ("storage", Pattern::Rate { rate, burst }) => Pattern::Storage { rate, burst },
+            ("saturate", _) => anyhow::bail!(
+                "--mode saturate sends as fast as the TX depth allows: drop --rate_limit, \
+                 --burst-gap and --on-off"
+            ),
+            ("training", _) => anyhow::bail!(
+                "--mode training needs --on-off ON,OFF (e.g. --on-off 2ms,8ms): every flow \
+                 on and off in step"
+            ),
+            ("sync_burst", _) => anyhow::bail!(
+                "--mode sync_burst needs --burst_size N --burst-gap T (e.g. --burst_size 8 \
+                 --burst-gap 20us): bursts in step on every flow"
+            ),
+            ("storage", _) => anyhow::bail!(
+                "--mode storage needs --rate_limit (and --burst_size): each flow free-running \
+                 at that rate"
+            ),
+            (m, _) => anyhow::bail!("--mode {m:?}: saturate, training, storage or sync_burst"),
+        })
+    }
+
+    /// The pacing the flags give, without --mode.
+    fn pacing(&self) -> anyhow::Result<Pattern> {
         let burst = self.burst_size.unwrap_or(1);
         if burst == 0 {
             anyhow::bail!("--burst_size must be at least 1");

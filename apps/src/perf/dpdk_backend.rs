@@ -381,6 +381,7 @@ impl DpdkBackend {
                 rkey,
                 slots: l.slots,
                 pattern_host: s.check.then_some(u32::from(self.me)),
+                start_offset: super::backend::start_offset(&s, size, u32::from(self.me), i),
             })
             .collect();
         let app = Arc::new(Mutex::new(PerfApp::new(app_params(&s, size), wiring)));

@@ -85,6 +85,36 @@ pub fn check_memory(s: &Settings, available: Option<u64>) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// [`check_memory`] for a traffic pattern, whose hosts run `host_qps` QPs in all.
+pub fn check_pattern_memory(
+    s: &Settings,
+    host_qps: u64,
+    available: Option<u64>,
+) -> anyhow::Result<()> {
+    let l = layout(s, s.max_size());
+    let per_qp = l.src_bytes() / u64::from(l.qps.max(1));
+    let need = if s.check {
+        per_qp + per_qp / 8
+    } else {
+        2 * per_qp
+    }
+    .saturating_mul(host_qps);
+    let Some(avail) = available else {
+        return Ok(());
+    };
+    if need as f64 > avail as f64 * MAX_SHARE {
+        bail_usage!(
+            "the buffers need {} ({host_qps} QPs over every host x {} bytes{}) and this machine \
+             has {} available: use a smaller -s, fewer -q, fewer --hosts or a sparser --pattern",
+            gib(need),
+            s.max_size(),
+            if s.check { " x -t slots" } else { "" },
+            gib(avail)
+        );
+    }
+    Ok(())
+}
+
 /// Make sure `--out_json_file` can be written before the run, not after it.
 pub fn check_output(s: &Settings) -> anyhow::Result<()> {
     if let Some(p) = &s.out_json_file

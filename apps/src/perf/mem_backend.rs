@@ -176,6 +176,7 @@ impl MemBackend {
                         rkey: sides[1 - me].keys.rkey,
                         slots: l.slots,
                         pattern_host: s.check.then_some(me as u32),
+                        start_offset: super::backend::start_offset(s, size, me as u32, i),
                     })
                     .collect();
                 Arc::new(Mutex::new(PerfApp::new(params, wiring)))

@@ -17,6 +17,7 @@ pub mod check;
 pub mod cli;
 pub mod dpdk_backend;
 pub mod dpdk_plan;
+pub mod fabric_report;
 pub mod json;
 pub mod limits;
 pub mod live;
@@ -28,6 +29,7 @@ pub mod plan;
 pub mod report;
 pub mod settings;
 pub mod sim_backend;
+pub mod traffic;
 
 use std::sync::Arc;
 
@@ -59,6 +61,14 @@ impl Backend {
         }
     }
 
+    /// The hosts and flows of a pattern run.
+    fn wiring(&self) -> Option<&traffic::Wiring> {
+        match self {
+            Self::Sim(b) => Some(b.wiring()),
+            Self::Mem(_) | Self::Dpdk(_) => None,
+        }
+    }
+
     fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
         match self {
             Self::Sim(b) => b.run_size(size, hooks),
@@ -75,6 +85,8 @@ pub struct RunOutcome {
     pub counters: Snapshot,
     pub check: Option<CheckResult>,
     pub error: Option<String>,
+    /// `--pattern`: the flows, hosts and bursts of every size.
+    pub patterns: Vec<fabric_report::PatternReport>,
 }
 
 impl RunOutcome {
@@ -135,7 +147,9 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         counters: Snapshot::default(),
         check: None,
         error: None,
+        patterns: Vec::new(),
     };
+    let host_line_gbps = f64::from(info.link_gbps) * f64::from(info.planes);
     for &size in &s.sizes {
         let o = backend.run_size(size, &hooks)?;
         let row = row_of(s, &o);
@@ -151,14 +165,26 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         if let Some(c) = &o.check {
             out.check.get_or_insert_default().add(c);
         }
+        if s.traffic.is_some()
+            && let Some(w) = backend.wiring()
+        {
+            out.patterns
+                .push(fabric_report::build(s, w, &o, host_line_gbps));
+        }
         if let Some(e) = o.error {
             out.error = Some(format!("{size} bytes: {e}"));
             break;
         }
     }
     if !report::quiet(s) {
+        for p in &out.patterns {
+            out!("{}", fabric_report::text(p));
+        }
         out!("{}", report::plane_table(&out.counters));
-        out!("{}", report::ev_table(&out.counters, s.all_evs));
+        // A pattern's every QP would make the per-EV table a wall of text: on request only.
+        if s.traffic.is_none() || s.all_evs {
+            out!("{}", report::ev_table(&out.counters, s.all_evs));
+        }
         out!(
             "{}",
             report::fault_summary(s, &info, &out.counters, out.error.is_none())
@@ -172,6 +198,21 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         // Failures are on stderr already; a telemetry failure does not fail the run.
         let _ = t.finish(&out.counters);
     }
+    if let Some(last) = out.patterns.last() {
+        let svg = s.matrix_svg.clone().or_else(|| {
+            s.out_json_file
+                .as_ref()
+                .map(|j| j.with_extension("matrix.svg"))
+        });
+        if let Some(path) = svg {
+            std::fs::write(&path, fabric_report::svg(last)).map_err(|e| {
+                crate::usage!("--matrix-svg {}: cannot write it ({e})", path.display())
+            })?;
+            if !report::quiet(s) {
+                outln!(" Heatmap: {}", path.display());
+            }
+        }
+    }
     if json {
         let samples = telemetry.as_ref().map(|t| t.samples()).unwrap_or_default();
         let doc = json::document(
@@ -183,6 +224,10 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
             out.error.as_deref(),
             &samples,
         );
+        let mut doc = doc;
+        if s.traffic.is_some() {
+            doc["pattern"] = serde_json::to_value(&out.patterns)?;
+        }
         let text = serde_json::to_string_pretty(&doc)?;
         if let Some(path) = &s.out_json_file {
             std::fs::write(path, text.clone() + "\n").map_err(|e| {

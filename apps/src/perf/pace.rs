@@ -10,7 +10,9 @@
 
 use mrc_transport::{Duration, Instant};
 
-use super::settings::{Pattern, Rate};
+use super::settings::Pattern;
+#[cfg(test)]
+use super::settings::Rate;
 
 /// Release times of one QP's messages.
 #[derive(Debug, Clone, Copy)]
@@ -25,6 +27,9 @@ pub struct Pacer {
     /// On/off: bytes posted and not yet drained (fluid model), as of `queue_at`.
     queue_bytes: f64,
     queue_at: Instant,
+    /// Storage: messages posted, and when the current burst's first one went.
+    posted: u64,
+    burst_at: Option<Instant>,
 }
 
 impl Pacer {
@@ -38,6 +43,8 @@ impl Pacer {
             learnt_bytes_per_ns: None,
             queue_bytes: 0.0,
             queue_at: start,
+            posted: 0,
+            burst_at: None,
         }
     }
 
@@ -66,12 +73,17 @@ impl Pacer {
         match self.pattern {
             Pattern::Saturate => self.start,
             Pattern::Rate { rate, burst } => {
-                let burst = u64::from(burst.max(1));
-                let per_burst_ns = match rate {
-                    Rate::BitsPerSec(bps) => (burst * self.size * 8) as f64 * 1e9 / bps,
-                    Rate::MsgsPerSec(pps) => burst as f64 * 1e9 / pps,
-                };
-                from_start((k / burst) as f64 * per_burst_ns)
+                let per_burst_ns = rate.burst_period_ns(burst, self.size);
+                from_start((k / u64::from(burst.max(1))) as f64 * per_burst_ns)
+            }
+            Pattern::Storage { rate, burst } => {
+                // Free-running: a period after the previous burst actually went.
+                match self.burst_at {
+                    Some(at) if k.is_multiple_of(u64::from(burst.max(1))) => {
+                        at + Duration(rate.burst_period_ns(burst, self.size) as u64)
+                    }
+                    _ => self.start,
+                }
             }
             Pattern::Bursts { burst, gap } => {
                 let n = k / u64::from(burst.max(1));
@@ -111,6 +123,12 @@ impl Pacer {
 
     /// A message was posted at `now` (on/off: it joins the queue).
     pub fn on_posted(&mut self, now: Instant) {
+        if let Pattern::Storage { burst, .. } = self.pattern {
+            if self.posted.is_multiple_of(u64::from(burst.max(1))) {
+                self.burst_at = Some(now);
+            }
+            self.posted += 1;
+        }
         if matches!(self.pattern, Pattern::OnOff { .. })
             && let Some(rate) = self.drain_rate()
         {
@@ -143,6 +161,30 @@ mod tests {
     use super::*;
 
     const T0: Instant = Instant(1_000);
+
+    #[test]
+    fn storage_bursts_follow_the_previous_burst_as_it_went() {
+        // 1 Gb/s, 1000-byte messages, bursts of 2: 16 us per burst.
+        let mut p = Pacer::new(
+            Pattern::Storage {
+                rate: Rate::BitsPerSec(1e9),
+                burst: 2,
+            },
+            1000,
+            T0,
+        );
+        assert_eq!(p.release(0, T0), T0);
+        p.on_posted(T0);
+        assert_eq!(p.release(1, T0), T0, "the rest of a burst goes at once");
+        p.on_posted(T0);
+        assert_eq!(p.release(2, T0), T0 + Duration::from_micros(16));
+        // The second burst went 5 us late: the third is due 16 us after it, not on the
+        // schedule from the start (no catching up).
+        let late = T0 + Duration::from_micros(21);
+        p.on_posted(late);
+        p.on_posted(late);
+        assert_eq!(p.release(4, late), late + Duration::from_micros(16));
+    }
 
     #[test]
     fn rate_releases_bursts_at_the_rate() {

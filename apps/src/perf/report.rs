@@ -109,14 +109,28 @@ pub fn header(s: &Settings, f: &FabricInfo) -> String {
             }
         );
     }
-    let _ = writeln!(
-        o,
-        " Backend         : {} ({} hosts, {} -> {})",
-        s.backend.name(),
-        f.hosts,
-        f.client,
-        f.server
-    );
+    if s.traffic.is_some() {
+        let _ = writeln!(
+            o,
+            " Backend         : {} ({} hosts in the plan)",
+            s.backend.name(),
+            f.hosts
+        );
+        let _ = writeln!(
+            o,
+            " Pattern         : {} ({} QPs per flow)",
+            f.client, s.qps
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            " Backend         : {} ({} hosts, {} -> {})",
+            s.backend.name(),
+            f.hosts,
+            f.client,
+            f.server
+        );
+    }
     let _ = writeln!(o, " Clock           : {}", f.clock);
     if f.faults.is_empty() {
         let _ = writeln!(o, " Faults          : none");

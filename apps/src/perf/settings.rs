@@ -196,6 +196,58 @@ pub enum Pattern {
     Bursts { burst: u32, gap: Duration },
     /// Saturate for `on`, stay silent for `off`, repeated (`--on_off`).
     OnOff { on: Duration, off: Duration },
+    /// `--mode storage`: a steady rate released `burst` messages at a time, each QP
+    /// free-running: it starts at its own seeded phase within one burst period, and each
+    /// burst is due a period after its previous burst actually went (a late burst never
+    /// catches up), so parallel flows drift apart as storage clients' rate limiters do.
+    Storage { rate: Rate, burst: u32 },
+}
+
+impl Pattern {
+    /// The `--mode` this pattern is.
+    pub const fn mode(&self) -> &'static str {
+        match self {
+            Self::Saturate => "saturate",
+            Self::Rate { .. } => "rate_limit",
+            Self::Bursts { .. } => "sync_burst",
+            Self::OnOff { .. } => "training",
+            Self::Storage { .. } => "storage",
+        }
+    }
+
+    /// Messages per burst of a bursty mode (on/off: none, its bursts are periods).
+    pub const fn burst(&self) -> Option<u32> {
+        match *self {
+            Self::Bursts { burst, .. } | Self::Storage { burst, .. } | Self::Rate { burst, .. } => {
+                Some(burst)
+            }
+            Self::Saturate | Self::OnOff { .. } => None,
+        }
+    }
+
+    /// The time between two bursts of one QP at message size `size` (bursts, rate, storage:
+    /// the rate's period; on/off: ON + OFF).
+    pub fn period_ns(&self, size: u64) -> Option<f64> {
+        match *self {
+            Self::Saturate => None,
+            Self::Bursts { gap, .. } => Some(gap.0 as f64),
+            Self::OnOff { on, off } => Some((on + off).0 as f64),
+            Self::Rate { rate, burst } | Self::Storage { rate, burst } => {
+                Some(rate.burst_period_ns(burst, size))
+            }
+        }
+    }
+}
+
+impl Rate {
+    /// The time one burst of `burst` messages of `size` bytes takes at this rate, ns.
+    pub fn burst_period_ns(self, burst: u32, size: u64) -> f64 {
+        let burst = u64::from(burst.max(1));
+        match self {
+            Self::BitsPerSec(bps) => (burst * size * 8) as f64 * 1e9 / bps,
+            Self::MsgsPerSec(pps) => burst as f64 * 1e9 / pps,
+        }
+    }
 }
 
 impl fmt::Display for Pattern {
@@ -215,6 +267,13 @@ impl fmt::Display for Pattern {
             }
             Self::OnOff { on, off } => {
                 write!(f, "on {} / off {}", fmt_duration(on), fmt_duration(off))
+            }
+            Self::Storage { rate, burst } => {
+                match rate {
+                    Rate::BitsPerSec(b) => write!(f, "storage: {:.3} Gb/s", b / 1e9)?,
+                    Rate::MsgsPerSec(p) => write!(f, "storage: {p:.0} msg/s")?,
+                }
+                write!(f, ", burst {burst}, each QP free-running")
             }
         }
     }
@@ -278,6 +337,11 @@ pub struct Settings {
     /// perftest's remaining options (`-m`, `-N`, `--output`, `--cpu_util`, `--report-both`,
     /// `-x`).
     pub perftest: PerftestOpts,
+    /// `--pattern`, `--hosts`, `--victim`, `--pairs FILE`: traffic over many hosts; `None`:
+    /// the one client and one server of perftest.
+    pub traffic: Option<super::traffic::TrafficSpec>,
+    /// Where the N × N heatmap goes (`--matrix-svg`; default: next to `--out_json_file`).
+    pub matrix_svg: Option<PathBuf>,
 }
 
 impl Settings {

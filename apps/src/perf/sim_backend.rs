@@ -15,13 +15,14 @@ use mrc_transport::{Duration, Instant};
 use super::app::{PerfApp, QpWiring, lock};
 use super::backend::{
     Addresses, BUFFER_IOVA, FabricInfo, Hooks, QpAddress, Sampling, SizeOutcome, WrapMemory,
-    app_params, finish_checks, host_memory, layout, profiles, roles,
+    app_params, finish_pattern_checks, layout_of, pattern_memory, profiles, roles, start_offset,
 };
 use super::check::SharedDest;
 use super::live::Live;
 use super::plan::{ends, load_plan};
 use super::report::Periods;
 use super::settings::{CcChoice, Settings, TestKind};
+use super::traffic::{self, Flow, Wiring};
 use crate::faults;
 use crate::metrics::counters::{HostCounters, Snapshot};
 
@@ -30,8 +31,8 @@ use crate::metrics::counters::{HostCounters, Snapshot};
 pub struct SimBackend {
     settings: Settings,
     plan: Plan,
-    client: u32,
-    server: u32,
+    /// The hosts and their QPs: the client and server of a one-pair run, or a pattern's.
+    wiring: Wiring,
     info: FabricInfo,
 }
 
@@ -93,7 +94,26 @@ impl SimBackend {
                 plan.planes()
             );
         }
-        let (client, server) = ends(&plan);
+        let flows = if let Some(t) = &settings.traffic {
+            traffic::flows(t, &plan, settings.seed)?
+        } else {
+            let (c, v) = ends(&plan);
+            vec![Flow {
+                src: c,
+                dst: v,
+                victim: false,
+            }]
+        };
+        let wiring = Wiring::new(flows, settings.qps);
+        if settings.traffic.is_some() {
+            let host_qps = wiring.local.iter().map(|q| q.len() as u64).sum();
+            super::limits::check_pattern_memory(
+                settings,
+                host_qps,
+                super::limits::memory_available(),
+            )?;
+        }
+        let (client, server) = (wiring.flows[0].src, wiring.flows[0].dst);
         // Build the fabric once to learn the MTU and EV profile the engines resolve to, and
         // the QPs' addresses: every size's fresh fabric is built alike, so they are the same.
         let mut sim = Sim::new(plan.clone(), sim_config(settings))
@@ -114,39 +134,57 @@ impl SimBackend {
             );
         }
         let size = settings.sizes.first().copied().unwrap_or(0);
-        let (keys, conns, _) = wire_up(&mut sim, settings, size, client, server, None)?;
-        let l = layout(settings, size);
-        let end = |h: u32, k: usize, qpn: fn(&mrc_sim::Conn) -> Qpn| -> Vec<QpAddress> {
-            conns
+        let (keys, conns, _) = wire_up(&mut sim, settings, size, &wiring, None)?;
+        // The addresses of the first flow's QPs (a one-pair run's every QP).
+        let (ci, si) = (
+            wiring.host_index(client).unwrap_or_default(),
+            wiring.host_index(server).unwrap_or_default(),
+        );
+        let end = |me: usize, src_side: bool| -> Vec<QpAddress> {
+            let l = layout_of(settings, size, wiring.local[me].len() as u32);
+            wiring.local[me]
                 .iter()
                 .enumerate()
-                .map(|(i, conn)| QpAddress {
-                    qpn: qpn(conn).0,
+                .filter(|(_, q)| q.flow == 0 && q.src_side == src_side)
+                .map(|(i, _)| QpAddress {
+                    qpn: qpn_of(&conns, &wiring, me, i).0,
                     psn: SIM_PSN,
-                    rkey: keys[k].rkey,
+                    rkey: keys[me].rkey,
                     vaddr: l.dst(i as u32),
-                    gid: plan.nic_addr(HostId(h)),
+                    gid: plan.nic_addr(HostId(wiring.hosts[me])),
                 })
                 .collect()
         };
         let addresses = Addresses {
-            local: end(client, 0, |c| c.a.qpn),
-            remote: end(server, 1, |c| c.b.qpn),
+            local: end(ci, true),
+            remote: end(si, false),
         };
         let faults = faults::schedule(
             &settings.faults,
             &plan,
             client,
-            Duration(expected_ns(settings, &plan, settings.max_size()) / 2),
+            Duration(expected_ns(settings, &plan, &wiring, settings.max_size()) / 2),
         )
         .map_err(|e| crate::usage!("{e}"))?;
+        let (client_name, server_name) = match &settings.traffic {
+            Some(t) => (
+                format!(
+                    "{} over {} hosts, {} flows",
+                    t.pattern.name(),
+                    wiring.hosts.len(),
+                    wiring.flows.len()
+                ),
+                "-".to_owned(),
+            ),
+            None => (format!("h{client}"), format!("h{server}")),
+        };
         let info = FabricInfo {
             clock: "simulated",
             fabric: plan.name().to_owned(),
             planes: plan.planes(),
             hosts: plan.host_count(),
-            client: format!("h{client}"),
-            server: format!("h{server}"),
+            client: client_name,
+            server: server_name,
             link_gbps: plan.link_params(LinkTier::Host).speed_gbps,
             payload_mtu,
             paths_per_plane: paths,
@@ -164,8 +202,7 @@ impl SimBackend {
         Ok(Self {
             settings: settings.clone(),
             plan,
-            client,
-            server,
+            wiring,
             info,
         })
     }
@@ -174,11 +211,16 @@ impl SimBackend {
         &self.info
     }
 
+    /// The hosts, flows and QPs of the run.
+    pub fn wiring(&self) -> &Wiring {
+        &self.wiring
+    }
+
     /// Run one message size on a fresh fabric.
     pub fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
         let s = &self.settings;
         let mut cfg = sim_config(s);
-        let expected = expected_ns(s, &self.plan, size);
+        let expected = expected_ns(s, &self.plan, &self.wiring, size);
         let period = if s.run_infinitely {
             s.duration.unwrap_or(Duration::from_millis(1))
         } else {
@@ -192,47 +234,65 @@ impl SimBackend {
             cfg.sample_every = Some(sampling.tick);
         }
         let mut sim = Sim::new(self.plan.clone(), cfg)?;
-        let (c, v) = (self.client, self.server);
+        let w = &self.wiring;
         let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
-        let (keys, conns, dests) = wire_up(&mut sim, s, size, c, v, hooks.memory)?;
-        let l = layout(s, size);
-        let wire = |me: usize, send, receive| -> Vec<QpWiring> {
-            conns
+        let (keys, conns, dests) = wire_up(&mut sim, s, size, w, hooks.memory)?;
+        let host_line = f64::from(self.plan.link_params(LinkTier::Host).speed_gbps)
+            * f64::from(self.plan.planes());
+        let mut apps = Vec::with_capacity(w.hosts.len());
+        let mut sending = Vec::with_capacity(w.hosts.len());
+        for (me, qps) in w.local.iter().enumerate() {
+            let l = layout_of(s, size, qps.len() as u32);
+            let wiring: Vec<QpWiring> = qps
                 .iter()
                 .enumerate()
-                .map(|(i, conn)| QpWiring {
-                    qpn: if me == 0 { conn.a.qpn } else { conn.b.qpn },
-                    send,
-                    receive,
-                    lkey: keys[me].lkey,
-                    local_addr: l.src(i as u32),
-                    remote_addr: l.dst(i as u32),
-                    rkey: keys[1 - me].rkey,
-                    slots: l.slots,
-                    pattern_host: s.check.then_some(if me == 0 { c } else { v }),
+                .map(|(i, q)| {
+                    let (send, receive) = if q.src_side {
+                        (c_send, c_recv)
+                    } else {
+                        (s_send, s_recv)
+                    };
+                    let peer_l = layout_of(s, size, w.local[q.peer_host].len() as u32);
+                    QpWiring {
+                        qpn: qpn_of(&conns, w, me, i),
+                        send,
+                        receive,
+                        lkey: keys[me].lkey,
+                        local_addr: l.src(i as u32),
+                        remote_addr: peer_l.dst(q.peer_qp as u32),
+                        rkey: keys[q.peer_host].rkey,
+                        slots: l.slots,
+                        pattern_host: s.check.then_some(w.hosts[me]),
+                        start_offset: start_offset(s, size, w.hosts[me], i as u32),
+                    }
                 })
-                .collect()
-        };
-        let mut params = app_params(s, size);
-        let line_gbps = f64::from(self.plan.link_params(LinkTier::Host).speed_gbps)
-            * f64::from(self.plan.planes());
-        params.line_gbps_per_qp = line_gbps / f64::from(s.qps.max(1));
-        let apps = [
-            Arc::new(Mutex::new(PerfApp::new(params, wire(0, c_send, c_recv)))),
-            Arc::new(Mutex::new(PerfApp::new(params, wire(1, s_send, s_recv)))),
-        ];
-        sim.set_app(c, Box::new(SimApp(apps[0].clone())))?;
-        sim.set_app(v, Box::new(SimApp(apps[1].clone())))?;
-        let faults: Vec<Fault> =
-            faults::schedule(&s.faults, &self.plan, c, Duration(expected / 2))?;
+                .collect();
+            sending.push(wiring.iter().map(|q| q.send).collect::<Vec<_>>());
+            let mut params = app_params(s, size);
+            // Each sending QP's share of its host's line (on/off pacing).
+            let senders = wiring.iter().filter(|q| q.send).count().max(1);
+            params.line_gbps_per_qp = host_line / senders as f64;
+            let app = Arc::new(Mutex::new(PerfApp::new(params, wiring)));
+            sim.set_app(w.hosts[me], Box::new(SimApp(app.clone())))?;
+            apps.push(app);
+        }
+        let faults: Vec<Fault> = faults::schedule(
+            &s.faults,
+            &self.plan,
+            w.flows[0].src,
+            Duration(expected / 2),
+        )?;
         for f in faults {
             sim.schedule(f);
         }
-        let hosts = [c, v];
-        let qpns: [Vec<Qpn>; 2] = [
-            conns.iter().map(|x| x.a.qpn).collect(),
-            conns.iter().map(|x| x.b.qpn).collect(),
-        ];
+        let hosts = w.hosts.clone();
+        let qpns: Vec<Vec<Qpn>> = (0..hosts.len())
+            .map(|me| {
+                (0..w.local[me].len())
+                    .map(|i| qpn_of(&conns, w, me, i))
+                    .collect()
+            })
+            .collect();
         let mut live = Live::new(self.plan.planes(), sampling.live_min_ns());
         let mut periods = Periods::default();
         let mut observer = |sim: &Sim| {
@@ -261,7 +321,7 @@ impl SimBackend {
             loop {
                 let until = SimTime(sim.now().0 + period.0 * 1000);
                 sim.run(RunLimit::until(until), &mut observer);
-                if lock(&apps[0]).error().is_some() {
+                if apps.iter().any(|a| lock(a).error().is_some()) {
                     break;
                 }
             }
@@ -281,12 +341,11 @@ impl SimBackend {
             ));
         }
         let counters = snapshot(&sim, &hosts, &qpns);
-        let sending = [c_send, s_send].map(|x| vec![x; s.qps as usize]).to_vec();
         let records: Vec<Vec<_>> = apps
             .iter()
             .map(|a| lock(a).records().cloned().collect())
             .collect();
-        let check = finish_checks(s.test, &records, &dests);
+        let check = finish_pattern_checks(s.test, &records, &dests, w);
         Ok(SizeOutcome {
             size,
             records,
@@ -302,18 +361,17 @@ impl SimBackend {
 /// The PSN both ends of a QP start at: [`Sim::connect`] moves them to RTR and RTS with 0.
 const SIM_PSN: u32 = 0;
 
-/// What [`wire_up`] made: both hosts' keys, the connections, and under `--check` the state
-/// of what each host receives.
+/// What [`wire_up`] made: every host's keys (as [`Wiring::hosts`]), the connections (flow
+/// by flow, `-q` each), and under `--check` the state of what each host receives.
 type Wired = (Vec<MrKeys>, Vec<mrc_sim::Conn>, Vec<Option<SharedDest>>);
 
-/// Register both hosts' buffers (through `wrap`, if a test interposes) and connect the QPs,
-/// client (`c`) to server (`v`).
+/// Register every host's buffers (through `wrap`, if a test interposes) and connect the QPs
+/// of every flow, source to destination.
 fn wire_up(
     sim: &mut Sim,
     s: &Settings,
     size: u64,
-    c: u32,
-    v: u32,
+    w: &Wiring,
     wrap: Option<WrapMemory>,
 ) -> anyhow::Result<Wired> {
     let init = s.init_attr();
@@ -328,20 +386,33 @@ fn wire_up(
     };
     let mut keys = Vec::new();
     let mut dests = Vec::new();
-    for (h, peer) in [(c, v), (v, c)] {
-        let (mem, dest) = host_memory(s, size, peer);
+    for (me, qps) in w.local.iter().enumerate() {
+        let senders: Vec<(u32, u32)> = qps
+            .iter()
+            .map(|q| (w.hosts[q.peer_host], q.peer_qp as u32))
+            .collect();
+        let (mem, dest) = pattern_memory(s, size, &senders);
         let mem = match wrap {
             Some(wrap) => wrap(mem),
             None => mem,
         };
-        keys.push(sim.register(h, BUFFER_IOVA, mem)?);
+        keys.push(sim.register(w.hosts[me], BUFFER_IOVA, mem)?);
         dests.push(dest);
     }
     let mut conns = Vec::new();
-    for _ in 0..s.qps {
-        conns.push(sim.connect(c, v, opts)?);
+    for f in &w.flows {
+        for _ in 0..w.qps_per_flow {
+            conns.push(sim.connect(f.src, f.dst, opts)?);
+        }
     }
     Ok((keys, conns, dests))
+}
+
+/// The QPN of host `me`'s QP `i` (indices of [`Wiring`]) among the connections.
+fn qpn_of(conns: &[mrc_sim::Conn], w: &Wiring, me: usize, i: usize) -> Qpn {
+    let q = w.local[me][i];
+    let conn = &conns[q.flow * w.qps_per_flow as usize + q.index as usize];
+    if q.src_side { conn.a.qpn } else { conn.b.qpn }
 }
 
 /// The simulator configuration: seed, CC profile, EV profile, trimming.
@@ -357,13 +428,14 @@ fn sim_config(s: &Settings) -> SimConfig {
 
 /// How long a size should take in virtual time, ns: the bytes over the hosts' line rate, or
 /// the duration, or round trips of a few microseconds.
-fn expected_ns(s: &Settings, plan: &Plan, size: u64) -> u64 {
+fn expected_ns(s: &Settings, plan: &Plan, w: &Wiring, size: u64) -> u64 {
     if let Some(d) = s.duration {
         return d.0;
     }
     let gbps = u64::from(plan.link_params(LinkTier::Host).speed_gbps) * u64::from(plan.planes());
     if s.test.is_bw() {
-        let bytes = size * s.iters * u64::from(s.qps);
+        // The busiest host link carries this many flows of `-q` QPs.
+        let bytes = size * s.iters * u64::from(s.qps) * u64::from(w.max_flows_per_host());
         (bytes * 8 / gbps.max(1)).max(1_000)
     } else {
         s.iters * (4_000 + size * 16 / gbps.max(1))
