@@ -255,8 +255,12 @@ fn pattern_refusals_say_what_to_change() {
             "has 4 hosts",
         ),
         (
-            &["--pattern", "ring", "--backend", "mem"],
-            "simulated fabric so far",
+            &["--pattern", "ring", "--backend", "dpdk", "--eal", "x"],
+            "so far",
+        ),
+        (
+            &["--pattern", "ring", "--backend", "mem", "--hosts", "65"],
+            "at most 64",
         ),
         (&["--hosts", "8"], "give --pattern"),
         (&["--pattern", "ring", "--victim"], "incast:K"),
@@ -276,5 +280,38 @@ fn pattern_refusals_say_what_to_change() {
         assert_eq!(code, 2, "{args:?}: {out}{err}");
         assert!(err.contains(want), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+}
+
+#[test]
+fn all2all_on_nic_threads_checks_every_byte() {
+    // Four NIC threads over the in-memory fabric, every host to every other, real time.
+    let (out, p) = run(&[
+        "--backend",
+        "mem",
+        "--pattern",
+        "all2all",
+        "-s",
+        "16384",
+        "-n",
+        "100",
+        "-t",
+        "16",
+        "--check",
+    ]);
+    assert!(
+        out.contains(" Data check: 1200 messages") && out.contains("all correct"),
+        "12 flows x 100 messages:\n{out}"
+    );
+    let m = p["matrix_gbps"].as_array().unwrap();
+    assert_eq!(m.len(), 4);
+    for (i, row) in m.iter().enumerate() {
+        for (j, v) in row.as_array().unwrap().iter().enumerate() {
+            assert_eq!(v.as_f64().unwrap() > 0.0, i != j, "h{i} -> h{j}");
+        }
+    }
+    for h in p["per_host"].as_array().unwrap() {
+        assert_eq!(h["sent_bytes"], 3 * 100 * 16384);
+        assert_eq!(h["received_bytes"], 3 * 100 * 16384);
     }
 }

@@ -250,20 +250,9 @@ pub fn start_offset(s: &Settings, size: u64, host: u32, qp: u32) -> mrc_transpor
     mrc_transport::Duration((unit * period) as u64)
 }
 
-/// A host's memory: a plain buffer, or under `--check` one that checks every byte its peer
-/// (host `peer`, as the patterns name it) places, with the check's state.
-pub fn host_memory(s: &Settings, size: u64, peer: u32) -> (Box<dyn Memory>, Option<SharedDest>) {
-    let l = layout(s, size);
-    if s.check {
-        let (mem, dest) = CheckedMemory::new(l, peer);
-        (Box::new(mem), Some(dest))
-    } else {
-        (Box::new(vec![0u8; l.registered_bytes() as usize]), None)
-    }
-}
-
-/// [`host_memory`] of a host whose QP `i` receives from `senders[i]` (a host number and its
-/// QP index there): the memory of a host in a traffic pattern.
+/// A host's memory: a plain buffer, or under `--check` one that checks every byte its peers
+/// place, with the check's state. Its QP `i` receives from `senders[i]` (a host number, as
+/// the check's patterns name it, and its QP index there).
 pub fn pattern_memory(
     s: &Settings,
     size: u64,

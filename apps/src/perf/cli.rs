@@ -451,11 +451,10 @@ impl Args {
                 return Ok(None);
             }
         };
-        if backend != BackendKind::Sim {
+        if backend == BackendKind::Dpdk {
             anyhow::bail!(
-                "--pattern runs on the simulated fabric so far (--backend sim); on {} one \
-                 client and one server run, as perftest",
-                backend.name()
+                "--pattern runs on the simulated fabric (--backend sim) and on NIC threads \
+                 (--backend mem) so far; on dpdk one client and one server run, as perftest"
             );
         }
         if self.server.is_some() {

@@ -1,5 +1,6 @@
-//! `--backend mem`: two software NICs (mrc-nic) in this process, one poll thread each, over
-//! in-memory links (one switch per plane, ECMP mode), real time. The perf applications run
+//! `--backend mem`: software NICs (mrc-nic) in this process, one poll thread each, over
+//! in-memory links (one switch per plane, ECMP mode), real time: the client and the server,
+//! or with `--pattern` every host of the pattern. The perf applications run
 //! on their own threads through the NIC's application driver, the same `PerfApp` the
 //! simulator drives.
 
@@ -13,14 +14,15 @@ use mrc_transport::verbs::{CqHandle, MrKeys, Qpn, RemoteNic};
 
 use super::app::{PerfApp, QpWiring, lock};
 use super::backend::{
-    Addresses, CpuMeter, FabricInfo, Hooks, QpAddress, SizeOutcome, app_params, finish_checks,
-    layout, roles,
+    Addresses, CpuMeter, FabricInfo, Hooks, QpAddress, SizeOutcome, app_params,
+    finish_pattern_checks, layout_of, roles, start_offset,
 };
 use super::check::SharedDest;
 use super::nic_backend::{
-    LocalQps, PSNS, connect, create_qps, drive, endpoint_config, host_counters, nic_addr,
+    LocalQps, PSNS, connect, create_qps_from, drive, endpoint_config, host_counters, nic_addr,
 };
 use super::settings::Settings;
+use super::traffic::{self, Flow, TrafficSpec, Wiring};
 use crate::metrics::counters::Snapshot;
 
 /// Planes of the in-memory fabric unless `--planes` says otherwise.
@@ -39,14 +41,19 @@ struct Side {
     dest: Option<SharedDest>,
 }
 
-/// A side's QPs (INIT) and its registered buffer.
-fn make_side(handle: &NicHandle, s: &Settings, size: u64, host: u32) -> anyhow::Result<Side> {
+/// A host's QPs (INIT) and its registered buffer; QP `i` receives from `senders[i]`.
+fn make_side(
+    handle: &NicHandle,
+    s: &Settings,
+    size: u64,
+    senders: &[(u32, u32)],
+) -> anyhow::Result<Side> {
     let LocalQps {
         cq,
         qpns,
         keys,
         dest,
-    } = create_qps(handle, s, size, host)?;
+    } = create_qps_from(handle, s, size, senders)?;
     Ok(Side {
         handle: handle.clone(),
         cq,
@@ -61,13 +68,15 @@ fn make_side(handle: &NicHandle, s: &Settings, size: u64, host: u32) -> anyhow::
 pub struct MemBackend {
     settings: Settings,
     planes: u8,
+    /// The hosts and their QPs: the client and server, or a pattern's.
+    wiring: Wiring,
     info: FabricInfo,
     /// The first size's NICs, QPs and buffers, connected before the banner (perftest prints
     /// the QPs' addresses after the exchange, before the table).
     prepared: Option<Connected>,
 }
 
-/// Two NIC threads with their QPs connected and their buffers registered, for one size.
+/// The NIC threads with their QPs connected and their buffers registered, for one size.
 struct Connected {
     size: u64,
     nics: Vec<Nic<MemIo>>,
@@ -83,25 +92,32 @@ impl std::fmt::Debug for Connected {
 }
 
 impl Connected {
-    /// Both ends of every QP, from NIC 0's side.
-    fn addresses(&self, s: &Settings) -> Addresses {
-        let end = |h: usize| -> Vec<QpAddress> {
-            self.sides[h]
-                .qpns
+    /// Both ends of every QP of the first flow (a pair's every QP), from its source's side.
+    fn addresses(&self, s: &Settings, w: &Wiring) -> Addresses {
+        let end = |h: usize, src_side: bool| -> Vec<QpAddress> {
+            let l = layout_of(s, self.size, w.local[h].len() as u32);
+            w.local[h]
                 .iter()
+                .zip(&self.sides[h].qpns)
                 .enumerate()
-                .map(|(i, q)| QpAddress {
-                    qpn: q.0,
-                    psn: PSNS[h],
+                .filter(|(_, (q, _))| q.flow == 0 && q.src_side == src_side)
+                .map(|(i, (_, qpn))| QpAddress {
+                    qpn: qpn.0,
+                    psn: psn(src_side),
                     rkey: self.sides[h].keys.rkey,
-                    vaddr: layout(s, self.size).dst(i as u32),
-                    gid: nic_addr(h as u16),
+                    vaddr: l.dst(i as u32),
+                    gid: nic_addr(w.hosts[h] as u16),
                 })
                 .collect()
         };
+        let f = w.flows[0];
+        let (c, v) = (
+            w.host_index(f.src).unwrap_or_default(),
+            w.host_index(f.dst).unwrap_or_default(),
+        );
         Addresses {
-            local: end(0),
-            remote: end(1),
+            local: end(c, true),
+            remote: end(v, false),
         }
     }
 }
@@ -116,13 +132,27 @@ impl MemBackend {
         ec.validate()
             .map_err(|e| crate::usage!("--evs {:?} on {planes} planes: {e}", settings.evs))?;
         let ev = ec.ev_profiles[0];
+        let wiring = mem_wiring(settings, planes)?;
         let first = settings.sizes.first().copied().unwrap_or(0);
-        let connected = connect_pair(settings, planes, first)?;
+        let connected = connect_hosts(settings, planes, first, &wiring)?;
         if settings.perftest.cpu_util && connected.nics.iter().any(|n| n.cpu_time().is_none()) {
             crate::bail_usage!(
                 "--cpu_util: this system does not expose a thread's CPU time (/proc/self/task)"
             );
         }
+        let (client, server) = match &settings.traffic {
+            Some(t) => (
+                format!(
+                    "{} over {} hosts, {} flows",
+                    t.pattern.name(),
+                    wiring.hosts.len(),
+                    wiring.flows.len()
+                ),
+                "-".to_owned(),
+            ),
+            None => ("nic0".into(), "nic1".into()),
+        };
+        let addresses = connected.addresses(settings, &wiring);
         Ok(Self {
             settings: settings.clone(),
             planes,
@@ -130,9 +160,9 @@ impl MemBackend {
                 clock: "real",
                 fabric: format!("in-memory links, {planes} planes, ECMP"),
                 planes,
-                hosts: 2,
-                client: "nic0".into(),
-                server: "nic1".into(),
+                hosts: wiring.hosts.len() as u32,
+                client,
+                server,
                 link_gbps: 0,
                 payload_mtu: ec.payload_mtu,
                 paths_per_plane: 0,
@@ -141,8 +171,9 @@ impl MemBackend {
                 faults: Vec::new(),
                 routing: "ECMP",
                 exchange: "in process",
-                addresses: connected.addresses(settings),
+                addresses,
             },
+            wiring,
             prepared: Some(connected),
         })
     }
@@ -151,51 +182,69 @@ impl MemBackend {
         &self.info
     }
 
+    /// The hosts, flows and QPs of the run.
+    pub fn wiring(&self) -> &Wiring {
+        &self.wiring
+    }
+
     /// Run one size on two fresh NICs (the first size on those connected at the start).
     pub fn run_size(&mut self, size: u64, hooks: &Hooks) -> anyhow::Result<SizeOutcome> {
         let s = &self.settings;
         let planes = self.planes;
         let Connected { nics, sides, .. } = match self.prepared.take() {
             Some(c) if c.size == size => c,
-            _ => connect_pair(s, planes, size)?,
+            _ => connect_hosts(s, planes, size, &self.wiring)?,
         };
+        let w = &self.wiring;
         let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
         let params = app_params(s, size);
-        let l = layout(s, size);
-        let apps: Vec<Arc<Mutex<PerfApp>>> = [(0, c_send, c_recv), (1, s_send, s_recv)]
-            .into_iter()
-            .map(|(me, send, receive)| {
-                let wiring = (0..s.qps)
-                    .map(|i| QpWiring {
-                        qpn: sides[me].qpns[i as usize],
-                        send,
-                        receive,
-                        lkey: sides[me].keys.lkey,
-                        local_addr: l.src(i),
-                        remote_addr: l.dst(i),
-                        rkey: sides[1 - me].keys.rkey,
-                        slots: l.slots,
-                        pattern_host: s.check.then_some(me as u32),
-                        start_offset: super::backend::start_offset(s, size, me as u32, i),
+        let mut sending = Vec::with_capacity(w.hosts.len());
+        let apps: Vec<Arc<Mutex<PerfApp>>> = w
+            .local
+            .iter()
+            .enumerate()
+            .map(|(me, qps)| {
+                let l = layout_of(s, size, qps.len() as u32);
+                let wiring: Vec<QpWiring> = qps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, q)| {
+                        let (send, receive) = if q.src_side {
+                            (c_send, c_recv)
+                        } else {
+                            (s_send, s_recv)
+                        };
+                        let peer_l = layout_of(s, size, w.local[q.peer_host].len() as u32);
+                        QpWiring {
+                            qpn: sides[me].qpns[i],
+                            send,
+                            receive,
+                            lkey: sides[me].keys.lkey,
+                            local_addr: l.src(i as u32),
+                            remote_addr: peer_l.dst(q.peer_qp as u32),
+                            rkey: sides[q.peer_host].keys.rkey,
+                            slots: l.slots,
+                            pattern_host: s.check.then_some(w.hosts[me]),
+                            start_offset: start_offset(s, size, w.hosts[me], i as u32),
+                        }
                     })
                     .collect();
+                sending.push(wiring.iter().map(|q| q.send).collect());
                 Arc::new(Mutex::new(PerfApp::new(params, wiring)))
             })
             .collect();
-        let qpns = [sides[0].qpns.clone(), sides[1].qpns.clone()];
         let snapshot = |at: StdDuration| -> anyhow::Result<Snapshot> {
             Ok(Snapshot {
                 at_ns: at.as_nanos() as u64,
-                hosts: vec![
-                    host_counters(0, &sides[0].handle, planes, &qpns[0])?,
-                    host_counters(1, &sides[1].handle, planes, &qpns[1])?,
-                ],
+                hosts: sides
+                    .iter()
+                    .zip(&w.hosts)
+                    .map(|(side, &h)| host_counters(h, &side.handle, planes, &side.qpns))
+                    .collect::<anyhow::Result<_>>()?,
             })
         };
-        let drivers = [
-            (&sides[0].handle, sides[0].cq),
-            (&sides[1].handle, sides[1].cq),
-        ];
+        let drivers: Vec<(&NicHandle, CqHandle)> =
+            sides.iter().map(|x| (&x.handle, x.cq)).collect();
         let cpu_times = || nics.iter().map(Nic::cpu_time).collect::<Vec<_>>();
         let meter = s
             .perftest
@@ -210,14 +259,14 @@ impl MemBackend {
             .map(|a| lock(a).records().cloned().collect())
             .collect();
         let dests: Vec<_> = sides.iter().map(|x| x.dest.clone()).collect();
-        let check = finish_checks(s.test, &records, &dests);
+        let check = finish_pattern_checks(s.test, &records, &dests, w);
         for nic in nics {
             nic.shutdown().context("stopping a NIC thread")?;
         }
         Ok(SizeOutcome {
             size,
             records,
-            sending: vec![vec![c_send; s.qps as usize], vec![s_send; s.qps as usize]],
+            sending,
             counters,
             check,
             error,
@@ -226,40 +275,83 @@ impl MemBackend {
     }
 }
 
-/// Two fresh NIC threads over a fresh in-memory fabric, their QPs connected to each other
-/// and their buffers of `size` messages registered.
-fn connect_pair(s: &Settings, planes: u8, size: u64) -> anyhow::Result<Connected> {
+/// The PSN a QP starts at: the flow's source side's, or its destination side's.
+const fn psn(src_side: bool) -> u32 {
+    if src_side { PSNS[0] } else { PSNS[1] }
+}
+
+/// The hosts of a mem run: the client (0) and server (1), or a pattern's over `--hosts` (4
+/// by default), numbered as in a built-in fabric of that size.
+fn mem_wiring(s: &Settings, planes: u8) -> anyhow::Result<Wiring> {
+    let flows = match &s.traffic {
+        Some(t) => {
+            let hosts = t.hosts.unwrap_or(DEFAULT_HOSTS);
+            if hosts > MAX_HOSTS {
+                crate::bail_usage!(
+                    "--hosts {hosts}: the in-memory fabric runs a NIC thread per host, at most \
+                     {MAX_HOSTS} (--backend sim for more)"
+                );
+            }
+            let plan = mrc_srv6::plan::Plan::from_toml(
+                &super::plan::sized_plan_toml(planes, hosts),
+                "<in-memory hosts>",
+            )?;
+            let spec = TrafficSpec {
+                hosts: Some(hosts),
+                ..t.clone()
+            };
+            traffic::flows(&spec, &plan, s.seed)?
+        }
+        None => vec![Flow {
+            src: 0,
+            dst: 1,
+            victim: false,
+        }],
+    };
+    Ok(Wiring::new(flows, s.qps))
+}
+
+/// Hosts of a `--pattern` on the in-memory fabric without `--hosts`.
+pub const DEFAULT_HOSTS: u32 = 4;
+/// At most this many NIC threads.
+pub const MAX_HOSTS: u32 = 64;
+
+/// Fresh NIC threads over a fresh in-memory fabric, one per host of `w`, their QPs connected
+/// to their peers and their buffers of `size` messages registered.
+fn connect_hosts(s: &Settings, planes: u8, size: u64, w: &Wiring) -> anyhow::Result<Connected> {
     let mut fabric = MemFabric::new(usize::from(planes)).ring_depth(RING_DEPTH);
-    fabric.add_host(nic_addr(0));
-    fabric.add_host(nic_addr(1));
+    for &h in &w.hosts {
+        fabric.add_host(nic_addr(h as u16));
+    }
     let (ios, _control) = fabric.build();
-    let [io0, io1]: [MemIo; 2] = ios
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("the in-memory fabric has two hosts"))?;
     let mut nics: Vec<Nic<MemIo>> = Vec::new();
     let mut sides = Vec::new();
-    for (h, io) in [(0u16, io0), (1, io1)] {
-        let mut cfg = NicConfig::new(endpoint_config(s, h, planes));
+    for ((me, io), &h) in ios.into_iter().enumerate().zip(&w.hosts) {
+        let mut cfg = NicConfig::new(endpoint_config(s, h as u16, planes));
         cfg.next_hops = (0..planes)
             .map(|p| NextHop::Static(router_mac(p)))
             .collect();
         cfg.thread_name = format!("nic{h}");
         let (nic, handle) = Nic::spawn(cfg, io).context("starting a NIC thread")?;
         nics.push(nic);
-        sides.push(make_side(&handle, s, size, u32::from(h))?);
+        let senders: Vec<(u32, u32)> = w.local[me]
+            .iter()
+            .map(|q| (w.hosts[q.peer_host], q.peer_qp as u32))
+            .collect();
+        sides.push(make_side(&handle, s, size, &senders)?);
     }
-    for i in 0..s.qps as usize {
-        for (me, peer) in [(0, 1), (1, 0)] {
+    for (me, qps) in w.local.iter().enumerate() {
+        for (i, q) in qps.iter().enumerate() {
             connect(
                 &sides[me].handle,
                 sides[me].qpns[i],
                 RemoteNic {
-                    addr: nic_addr(peer as u16),
+                    addr: nic_addr(w.hosts[q.peer_host] as u16),
                     host: None,
                 },
-                sides[peer].qpns[i],
-                PSNS[me],
-                PSNS[peer],
+                sides[q.peer_host].qpns[q.peer_qp],
+                psn(q.src_side),
+                psn(!q.src_side),
             )?;
         }
     }

@@ -65,7 +65,8 @@ impl Backend {
     fn wiring(&self) -> Option<&traffic::Wiring> {
         match self {
             Self::Sim(b) => Some(b.wiring()),
-            Self::Mem(_) | Self::Dpdk(_) => None,
+            Self::Mem(b) => Some(b.wiring()),
+            Self::Dpdk(_) => None,
         }
     }
 

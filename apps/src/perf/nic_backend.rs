@@ -16,7 +16,7 @@ use mrc_transport::verbs::{
 use mrc_transport::{Duration, EndpointConfig, PathMode, PortConfig};
 
 use super::app::{PerfApp, SharedApp, lock};
-use super::backend::{BUFFER_IOVA, Hooks, Sampling, apply_profiles, host_memory, layout};
+use super::backend::{BUFFER_IOVA, Hooks, Sampling, apply_profiles, layout_of, pattern_memory};
 use super::check::SharedDest;
 use super::live::Live;
 use super::report::Periods;
@@ -26,7 +26,8 @@ use crate::metrics::counters::{HostCounters, Snapshot};
 /// The PSNs the QPs of each side start at (client, server).
 pub const PSNS: [u32; 2] = [100, 200];
 
-/// The NIC address of host `h` (0 or 1).
+/// The NIC address of host `h` (0 the client and 1 the server of a pair; a pattern's hosts
+/// 0 to N-1).
 pub fn nic_addr(h: u16) -> Ipv6Addr {
     Ipv6Addr::new(0xfd00, 0x6d72, 0x63, 0, 0, 0, 0, h + 1)
 }
@@ -75,10 +76,22 @@ pub fn create_qps(
     size: u64,
     host: u32,
 ) -> anyhow::Result<LocalQps> {
+    let senders: Vec<(u32, u32)> = (0..s.qps).map(|i| (1 - host, i)).collect();
+    create_qps_from(handle, s, size, &senders)
+}
+
+/// A host's QPs (INIT), one per entry of `senders`, and its registered buffer: QP `i`
+/// receives from `senders[i]` (a host and its QP index there), as a traffic pattern wires it.
+pub fn create_qps_from(
+    handle: &NicHandle,
+    s: &Settings,
+    size: u64,
+    senders: &[(u32, u32)],
+) -> anyhow::Result<LocalQps> {
     let pd = handle.alloc_pd()?;
     let cq = handle.create_cq(1 << 15)?;
     let mut qpns = Vec::new();
-    for _ in 0..s.qps {
+    for _ in senders {
         let q = handle.create_qp(&QpInitAttr {
             pd,
             send_cq: cq,
@@ -96,11 +109,11 @@ pub fn create_qps(
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     let (keys, dest) = if s.check {
         // Handed to the NIC thread: it checks every byte where the engine places it.
-        let (mem, dest) = host_memory(s, size, 1 - host);
+        let (mem, dest) = pattern_memory(s, size, senders);
         (handle.reg_mr_owned(pd, BUFFER_IOVA, mem, access)?, dest)
     } else {
-        let region =
-            MemoryRegion::from_slice(&vec![0u8; layout(s, size).registered_bytes() as usize]);
+        let l = layout_of(s, size, senders.len() as u32);
+        let region = MemoryRegion::from_slice(&vec![0u8; l.registered_bytes() as usize]);
         (handle.reg_mr(pd, BUFFER_IOVA, &region, access)?, None)
     };
     Ok(LocalQps {
