@@ -310,42 +310,9 @@ fn mpirun_hypercube_checks_every_element() {
     assert_exact(&rows, &[1024, 16384, 262_144], &all);
 }
 
-/// `mrc-coll` built with the `mpi` feature (rsmpi over Open MPI), in its own target directory
-/// next to this build's.
+/// `mrc-coll` built with the `mpi` feature, in its own target directory.
 fn mpi_build() -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    // target/<profile>/deps/coll_dpdk-… → target/
-    let target = exe
-        .ancestors()
-        .nth(3)
-        .ok_or("no target directory")?
-        .join("mpi");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .ok_or("no workspace")?;
-    let out = Command::new(env!("CARGO"))
-        .current_dir(root)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "mrc-apps",
-            "--features",
-            "mpi",
-            "--bin",
-            "mrc-coll",
-        ])
-        .arg("--target-dir")
-        .arg(&target)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(format!(
-            "building mrc-coll with the mpi feature failed (libopenmpi-dev and libclang-dev?):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(target.join("debug/mrc-coll"))
+    mrc_tests::mpi_build(env!("CARGO_MANIFEST_DIR"), env!("CARGO")).map(|d| d.join("mrc-coll"))
 }
 
 #[test]

@@ -255,8 +255,8 @@ fn pattern_refusals_say_what_to_change() {
             "has 4 hosts",
         ),
         (
-            &["--pattern", "ring", "--backend", "dpdk", "--eal", "x"],
-            "so far",
+            &["--pattern", "ring", "--backend", "dpdk", "--eal", "--vdev=net_null0"],
+            "mpirun -np N",
         ),
         (
             &["--pattern", "ring", "--backend", "mem", "--hosts", "65"],
@@ -275,6 +275,35 @@ fn pattern_refusals_say_what_to_change() {
             "saturate, training, storage or sync_burst",
         ),
         (&["--pairs", "/nonexistent/pairs"], "cannot read it"),
+        (&["--memif", "x"], "for --backend dpdk --pattern"),
+        (
+            &[
+                "--pattern",
+                "ring",
+                "--backend",
+                "dpdk",
+                "--memif",
+                "x",
+                "--tcp-rank",
+                "4",
+                "--tcp-ranks",
+                "4",
+            ],
+            "a rank is 0 to N-1",
+        ),
+        (
+            &[
+                "--pattern",
+                "ring",
+                "--backend",
+                "dpdk",
+                "--memif",
+                "x",
+                "--eal",
+                "y",
+            ],
+            "--eal or --memif",
+        ),
     ] {
         let (code, out, err) = perf(args);
         assert_eq!(code, 2, "{args:?}: {out}{err}");

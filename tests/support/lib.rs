@@ -253,3 +253,44 @@ impl Drop for TempFile {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// The workspace's apps built with the `mpi` feature (rsmpi over Open MPI), `mrc-coll` and
+/// `mrc-perf`, in a target directory of their own next to the calling test's build
+/// (`target/mpi`): the directory their binaries are in. `manifest_dir` and `cargo` are the
+/// calling crate's `CARGO_MANIFEST_DIR` and `CARGO`. Every test that needs them shares one
+/// build (cargo locks the directory; the second caller finds it done).
+pub fn mpi_build(manifest_dir: &str, cargo: &str) -> Result<std::path::PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    // target/<profile>/deps/<test>-… → target/
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .ok_or("no target directory")?
+        .join("mpi");
+    let root = Path::new(manifest_dir).parent().ok_or("no workspace")?;
+    let out = Command::new(cargo)
+        .current_dir(root)
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "mrc-apps",
+            "--features",
+            "mpi",
+            "--bin",
+            "mrc-coll",
+            "--bin",
+            "mrc-perf",
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "building the apps with the mpi feature failed (libopenmpi-dev and libclang-dev?):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(target.join("debug"))
+}

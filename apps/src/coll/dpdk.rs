@@ -42,7 +42,7 @@ const CONNECT_TIMEOUT: StdDuration = StdDuration::from_mins(1);
 /// A rank whose program is not done by then fails.
 const RUN_DEADLINE: StdDuration = StdDuration::from_mins(10);
 
-fn socket_addr(s: &str, what: &str) -> anyhow::Result<SocketAddr> {
+pub fn socket_addr(s: &str, what: &str) -> anyhow::Result<SocketAddr> {
     s.to_socket_addrs()
         .map_err(|e| usage!("{what} {s}: {e}: give host:port"))?
         .next()
@@ -116,6 +116,18 @@ fn bootstrap(
         args.tcp_addr.as_deref().unwrap_or(DEFAULT_TCP_ADDR),
         "--tcp-addr",
     )?;
+    bootstrap_at(addr, rank, size, mpirun)
+}
+
+/// The out-of-band channel of process `rank` of `size`: with `mpirun`, MPI when built with the
+/// `mpi` feature, else (and without mpirun) a TCP rendezvous at `addr` (rank 0 listens); and
+/// how, in words. mrc-coll's ranks and mrc-perf's hosts meet this way.
+pub fn bootstrap_at(
+    addr: SocketAddr,
+    rank: usize,
+    size: usize,
+    mpirun: bool,
+) -> anyhow::Result<(Box<dyn Bootstrap>, String)> {
     let tcp = |rank: usize, size: usize| -> anyhow::Result<Box<dyn Bootstrap>> {
         Ok(Box::new(
             TcpBootstrap::join(rank, size, addr, CONNECT_TIMEOUT)

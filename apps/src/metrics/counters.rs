@@ -7,7 +7,7 @@ use mrc_transport::stats::{EndpointStats, PlaneStats, QpStats};
 use mrc_transport::verbs::{QpState, Qpn};
 
 /// Counters of one plane of one host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PlaneRow {
     pub plane: u8,
     /// Data payload bytes and packets sent (retransmissions included).

@@ -162,6 +162,22 @@ pub struct Args {
     /// Write the flows' N x N Gb/s heatmap here (SVG; default: next to --out_json_file).
     #[arg(long = "matrix-svg")]
     pub matrix_svg: Option<PathBuf>,
+    /// dpdk --pattern on one machine: memif ports (--planes, 2 by default) to `mrc-coll
+    /// switch --ranks N --memif NAME`.
+    #[arg(long)]
+    pub memif: Option<String>,
+    /// dpdk --pattern: the switch's control address (default with --memif: 127.0.0.1:18600).
+    #[arg(long)]
+    pub switch: Option<String>,
+    /// dpdk --pattern without mpirun: this process's rank (with --tcp-ranks).
+    #[arg(long = "tcp-rank", requires = "tcp_ranks")]
+    pub tcp_rank: Option<usize>,
+    /// dpdk --pattern without mpirun: the number of ranks (with --tcp-rank).
+    #[arg(long = "tcp-ranks", requires = "tcp_rank")]
+    pub tcp_ranks: Option<usize>,
+    /// dpdk --pattern: rank 0's rendezvous address (default 127.0.0.1:-p).
+    #[arg(long = "tcp-addr")]
+    pub tcp_addr: Option<String>,
 
     // perftest's remaining options, with its spelling; checked in cli/perftest.rs.
     /// Connection type: RC (MRC is RC-only).
@@ -335,7 +351,7 @@ impl Args {
                 "--fail-link, --flap-link and --loss act on the simulated fabric (--backend sim)"
             );
         }
-        if self.planes.is_some() && backend == BackendKind::Dpdk {
+        if self.planes.is_some() && backend == BackendKind::Dpdk && self.memif.is_none() {
             anyhow::bail!("--planes builds a fabric (sim, mem); on real ports a plane is a port");
         }
         if let Some(p) = self.planes
@@ -346,7 +362,19 @@ impl Args {
         if self.evs == Some(0) {
             anyhow::bail!("--evs 0: every QP needs at least one EV per plane");
         }
-        if backend == BackendKind::Dpdk && self.eal.is_none() {
+        let ranked = self.memif.is_some()
+            || self.switch.is_some()
+            || self.tcp_rank.is_some()
+            || self.tcp_addr.is_some();
+        if ranked
+            && (backend != BackendKind::Dpdk || (self.pattern.is_none() && self.pairs.is_none()))
+        {
+            anyhow::bail!(
+                "--memif, --switch, --tcp-rank and --tcp-addr are for --backend dpdk --pattern \
+                 (one host per process)"
+            );
+        }
+        if backend == BackendKind::Dpdk && self.eal.is_none() && self.memif.is_none() {
             anyhow::bail!(
                 "--backend dpdk needs its ports: --eal \"... --vdev=NAME,... or -a PCI ...\", one port per plane"
             );
@@ -429,13 +457,23 @@ impl Args {
             seed: self.seed,
             all_evs: self.all_evs,
             perftest: self.perftest_opts(test, backend)?,
-            traffic: self.traffic(backend)?,
+            traffic: self.traffic()?,
             matrix_svg: self.matrix_svg.clone(),
+            tcp_rank: match (self.tcp_rank, self.tcp_ranks) {
+                (Some(r), Some(n)) if r < n => Some((r, n)),
+                (Some(r), Some(n)) => {
+                    anyhow::bail!("--tcp-rank {r} --tcp-ranks {n}: a rank is 0 to N-1")
+                }
+                _ => None,
+            },
+            tcp_addr: self.tcp_addr.clone(),
+            memif: self.memif.clone(),
+            switch: self.switch.clone(),
         })
     }
 
     /// `--pattern`, `--pairs`, `--hosts`, `--victim`.
-    fn traffic(&self, backend: BackendKind) -> anyhow::Result<Option<TrafficSpec>> {
+    fn traffic(&self) -> anyhow::Result<Option<TrafficSpec>> {
         let pattern = match (&self.pattern, &self.pairs) {
             (Some(p), _) => Traffic::parse(p)?,
             (None, Some(f)) => Traffic::File(f.clone()),
@@ -451,14 +489,11 @@ impl Args {
                 return Ok(None);
             }
         };
-        if backend == BackendKind::Dpdk {
-            anyhow::bail!(
-                "--pattern runs on the simulated fabric (--backend sim) and on NIC threads \
-                 (--backend mem) so far; on dpdk one client and one server run, as perftest"
-            );
-        }
         if self.server.is_some() {
-            anyhow::bail!("a SERVER address is for a pair of DPDK hosts, not a --pattern");
+            anyhow::bail!(
+                "a SERVER address is for a pair of DPDK hosts; a --pattern's hosts are the \
+                 ranks of mpirun (or --tcp-rank/--tcp-ranks)"
+            );
         }
         if let Some(n) = self.hosts
             && !(2..=65_536).contains(&n)

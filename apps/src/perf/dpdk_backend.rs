@@ -43,7 +43,7 @@ use exchange::{
 };
 use mrc_transport::verbs::RemoteNic;
 
-mod exchange;
+pub(crate) mod exchange;
 
 /// This process's side of a two-host run.
 #[derive(Debug)]

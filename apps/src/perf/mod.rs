@@ -17,6 +17,7 @@ pub mod check;
 pub mod cli;
 pub mod dpdk_backend;
 pub mod dpdk_plan;
+pub mod dpdk_ranks;
 pub mod fabric_report;
 pub mod json;
 pub mod limits;
@@ -50,6 +51,8 @@ enum Backend {
     Sim(Box<SimBackend>),
     Mem(Box<MemBackend>),
     Dpdk(Box<DpdkBackend>),
+    /// `--backend dpdk --pattern`: this process is one host (rank) of the pattern.
+    Ranks(Box<dpdk_ranks::RanksBackend>),
 }
 
 impl Backend {
@@ -58,6 +61,7 @@ impl Backend {
             Self::Sim(b) => b.info(),
             Self::Mem(b) => b.info(),
             Self::Dpdk(b) => b.info(),
+            Self::Ranks(b) => b.info(),
         }
     }
 
@@ -66,6 +70,7 @@ impl Backend {
         match self {
             Self::Sim(b) => Some(b.wiring()),
             Self::Mem(b) => Some(b.wiring()),
+            Self::Ranks(b) => Some(b.wiring()),
             Self::Dpdk(_) => None,
         }
     }
@@ -75,6 +80,15 @@ impl Backend {
             Self::Sim(b) => b.run_size(size, hooks),
             Self::Mem(b) => b.run_size(size, hooks),
             Self::Dpdk(b) => b.run_size(size, hooks),
+            Self::Ranks(b) => b.run_size(size, hooks),
+        }
+    }
+
+    /// This process prints the report (every backend but a rank other than 0).
+    fn lead(&self) -> bool {
+        match self {
+            Self::Ranks(b) => b.lead(),
+            _ => true,
         }
     }
 }
@@ -120,6 +134,9 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     let mut backend = match s.backend {
         BackendKind::Sim => Backend::Sim(Box::new(SimBackend::new(s)?)),
         BackendKind::Mem => Backend::Mem(Box::new(MemBackend::new(s)?)),
+        BackendKind::Dpdk if s.traffic.is_some() => {
+            Backend::Ranks(Box::new(dpdk_ranks::RanksBackend::new(s)?))
+        }
         BackendKind::Dpdk => Backend::Dpdk(Box::new(DpdkBackend::new(s)?)),
     };
     let info: FabricInfo = backend.info().clone();
@@ -134,8 +151,13 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     } else {
         None
     };
-    out!("{}", report::header(s, &info));
-    if !report::quiet(s) {
+    // Under mpirun every rank runs this; rank 0 alone prints and writes the files.
+    let lead = backend.lead();
+    let quiet = report::quiet(s) || !lead;
+    if lead {
+        out!("{}", report::header(s, &info));
+    }
+    if !quiet {
         outln!("{}", report::table_header(s));
     }
     let hooks = Hooks {
@@ -154,7 +176,9 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     for &size in &s.sizes {
         let o = backend.run_size(size, &hooks)?;
         let row = row_of(s, &o);
-        outln!("{}", report::row_text(s, &row));
+        if lead {
+            outln!("{}", report::row_text(s, &row));
+        }
         out.rows.push(row);
         out.counters.add(&o.counters);
         if let Some(t) = &telemetry {
@@ -177,7 +201,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
             break;
         }
     }
-    if !report::quiet(s) {
+    if !quiet {
         for p in &out.patterns {
             out!("{}", fabric_report::text(p));
         }
@@ -199,7 +223,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         // Failures are on stderr already; a telemetry failure does not fail the run.
         let _ = t.finish(&out.counters);
     }
-    if let Some(last) = out.patterns.last() {
+    if let Some(last) = out.patterns.last().filter(|_| lead) {
         let svg = s.matrix_svg.clone().or_else(|| {
             s.out_json_file
                 .as_ref()
@@ -209,12 +233,12 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
             std::fs::write(&path, fabric_report::svg(last)).map_err(|e| {
                 crate::usage!("--matrix-svg {}: cannot write it ({e})", path.display())
             })?;
-            if !report::quiet(s) {
+            if !quiet {
                 outln!(" Heatmap: {}", path.display());
             }
         }
     }
-    if json {
+    if json && lead {
         let samples = telemetry.as_ref().map(|t| t.samples()).unwrap_or_default();
         let doc = json::document(
             s,

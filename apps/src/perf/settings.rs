@@ -342,6 +342,15 @@ pub struct Settings {
     pub traffic: Option<super::traffic::TrafficSpec>,
     /// Where the N × N heatmap goes (`--matrix-svg`; default: next to `--out_json_file`).
     pub matrix_svg: Option<PathBuf>,
+    /// `--backend dpdk --pattern`: this process's rank and the ranks, given by hand
+    /// (`--tcp-rank R --tcp-ranks N`; `None`: mpirun's).
+    pub tcp_rank: Option<(usize, usize)>,
+    /// Rank 0's rendezvous address (`--tcp-addr`; default 127.0.0.1:`-p`).
+    pub tcp_addr: Option<String>,
+    /// The one-machine memif fabric of `mrc-coll switch --memif NAME` (`--memif`), and the
+    /// switch's control address (`--switch`).
+    pub memif: Option<String>,
+    pub switch: Option<String>,
 }
 
 impl Settings {

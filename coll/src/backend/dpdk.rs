@@ -118,16 +118,17 @@ pub struct DpdkRun {
     pub ports: Vec<String>,
 }
 
-/// The control connection to the switch.
+/// The control connection to the switch (`mrc-coll switch`), which any program on memif
+/// ports to it uses (mrc-coll's ranks, mrc-perf's).
 #[derive(Debug)]
-struct SwitchLink {
+pub struct SwitchLink {
     stream: TcpStream,
 }
 
 impl SwitchLink {
     /// Says hello as `rank` with `planes` ports; returns once the switch answered (its memif
     /// servers listen).
-    fn join(
+    pub fn join(
         addr: SocketAddr,
         rank: usize,
         planes: usize,
@@ -158,7 +159,8 @@ impl SwitchLink {
         }
     }
 
-    fn stopped(&mut self) {
+    /// This rank stopped polling its ports.
+    pub fn stopped(&mut self) {
         let _ = writeln!(self.stream, "STOPPED");
     }
 }
@@ -257,7 +259,7 @@ pub fn run_rank_watched(
 
 /// With a switch: wait (a while) for it to close its side of every link (mrc-dpdk serialises
 /// the close that follows with memif's own teardown).
-fn close_after_peer(io: &DpdkIo, planes: usize, peer_closes: bool) {
+pub fn close_after_peer(io: &DpdkIo, planes: usize, peer_closes: bool) {
     if !peer_closes {
         return;
     }

@@ -63,7 +63,7 @@ impl Peer {
 }
 
 /// What both sides must agree on.
-pub(super) fn parameters(s: &Settings, planes: usize) -> Value {
+pub(crate) fn parameters(s: &Settings, planes: usize) -> Value {
     json!({
         "test": s.test.name(),
         "-s": s.sizes,
@@ -99,7 +99,7 @@ pub fn mismatches(client: &Value, server: &Value) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn record_json(r: &QpRecord) -> Value {
+pub(crate) fn record_json(r: &QpRecord) -> Value {
     json!({
         "posted": r.posted,
         "completed": r.completed,
@@ -112,7 +112,7 @@ pub(super) fn record_json(r: &QpRecord) -> Value {
     })
 }
 
-pub(super) fn record_from(v: &Value) -> QpRecord {
+pub(crate) fn record_from(v: &Value) -> QpRecord {
     let u = |k: &str| v[k].as_u64().unwrap_or(0);
     let t = |k: &str| v[k].as_u64().map(Instant);
     let list = |k: &str| -> Vec<u64> {
