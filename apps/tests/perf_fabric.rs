@@ -255,7 +255,14 @@ fn pattern_refusals_say_what_to_change() {
             "has 4 hosts",
         ),
         (
-            &["--pattern", "ring", "--backend", "dpdk", "--eal", "--vdev=net_null0"],
+            &[
+                "--pattern",
+                "ring",
+                "--backend",
+                "dpdk",
+                "--eal",
+                "--vdev=net_null0",
+            ],
             "mpirun -np N",
         ),
         (

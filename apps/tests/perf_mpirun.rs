@@ -42,6 +42,20 @@ fn missing() -> Option<&'static str> {
     (!runs("mpirun", &["--version"])).then_some("no mpirun (apt-get install openmpi-bin)")
 }
 
+/// `mpirun` as the tests run it: as root, more ranks than cores, MPI's own traffic on loopback.
+fn mpirun() -> Command {
+    let mut c = Command::new("mpirun");
+    c.args(["--allow-run-as-root", "--oversubscribe"]).args([
+        "--mca",
+        "btl",
+        "self,tcp",
+        "--mca",
+        "btl_tcp_if_include",
+        "lo",
+    ]);
+    c
+}
+
 fn text(o: &Output) -> (String, String) {
     mrc_tests::text(o)
 }
@@ -66,17 +80,9 @@ fn mpirun_perf(bin: &Path, tag: &str, args: &[&str]) -> (String, String, Value) 
         ]),
         "mrc-coll switch",
     );
-    let mut mpirun = Command::new("mpirun");
+    let mut mpirun = mpirun();
     mpirun
-        .args(["--allow-run-as-root", "--oversubscribe", "-np", "4"])
-        .args([
-            "--mca",
-            "btl",
-            "self,tcp",
-            "--mca",
-            "btl_tcp_if_include",
-            "lo",
-        ])
+        .args(["-np", "4"])
         .arg(bin)
         .args(["write_bw", "--backend", "dpdk", "--memif", &name])
         .args(["--switch", &switch_addr, "--tcp-addr", &tcp_addr])
@@ -200,17 +206,8 @@ fn a_rank_with_other_parameters_is_named_and_every_rank_exits() {
         "-n",
         "10",
     ];
-    let mut mpirun = Command::new("mpirun");
+    let mut mpirun = mpirun();
     mpirun
-        .args(["--allow-run-as-root", "--oversubscribe"])
-        .args([
-            "--mca",
-            "btl",
-            "self,tcp",
-            "--mca",
-            "btl_tcp_if_include",
-            "lo",
-        ])
         .args(["-np", "3", PERF])
         .args(common)
         .args(["-s", "4096", ":", "-np", "1", PERF])

@@ -267,6 +267,69 @@ pub fn pattern_memory(
     }
 }
 
+/// The messages known complete into each QP of host `h` (an index of `wiring`): its peers'
+/// completions, or its own receive completions (`records[h]` as `wiring.local[h]`).
+pub fn pattern_delivered(
+    test: TestKind,
+    records: &[Vec<QpRecord>],
+    wiring: &super::traffic::Wiring,
+    h: usize,
+) -> Vec<u64> {
+    wiring.local[h]
+        .iter()
+        .zip(&records[h])
+        .map(|(q, mine)| {
+            let sender = &records[q.peer_host][q.peer_qp];
+            delivered(
+                test,
+                std::slice::from_ref(sender),
+                std::slice::from_ref(mine),
+            )[0]
+        })
+        .collect()
+}
+
+/// How host `me` (an index of `w`) takes part in each of its QPs: its role in the flow, its
+/// buffer slots and its peer's (`qpn(i)`: its QP `i`; `rkey(p)`: the key host `p` registered
+/// its buffer with). Every backend that runs a pattern wires its hosts with this.
+pub fn pattern_qps(
+    s: &Settings,
+    size: u64,
+    w: &super::traffic::Wiring,
+    me: usize,
+    lkey: u32,
+    qpn: impl Fn(usize) -> mrc_transport::verbs::Qpn,
+    rkey: impl Fn(usize) -> u32,
+) -> Vec<super::app::QpWiring> {
+    let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
+    let host = w.hosts[me];
+    let l = layout_of(s, size, w.local[me].len() as u32);
+    w.local[me]
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let (send, receive) = if q.src_side {
+                (c_send, c_recv)
+            } else {
+                (s_send, s_recv)
+            };
+            let peer_l = layout_of(s, size, w.local[q.peer_host].len() as u32);
+            super::app::QpWiring {
+                qpn: qpn(i),
+                send,
+                receive,
+                lkey,
+                local_addr: l.src(i as u32),
+                remote_addr: peer_l.dst(q.peer_qp as u32),
+                rkey: rkey(q.peer_host),
+                slots: l.slots,
+                pattern_host: s.check.then_some(host),
+                start_offset: start_offset(s, size, host, i as u32),
+            }
+        })
+        .collect()
+}
+
 /// [`finish_checks`] for a traffic pattern: host `h`'s QP `i` was written by its peer in
 /// `wiring`.
 pub fn finish_pattern_checks(
@@ -278,18 +341,7 @@ pub fn finish_pattern_checks(
     let mut total: Option<CheckResult> = None;
     for (h, dest) in dests.iter().enumerate() {
         let Some(dest) = dest else { continue };
-        let done: Vec<u64> = wiring.local[h]
-            .iter()
-            .zip(&records[h])
-            .map(|(q, mine)| {
-                let sender = &records[q.peer_host][q.peer_qp];
-                delivered(
-                    test,
-                    std::slice::from_ref(sender),
-                    std::slice::from_ref(mine),
-                )[0]
-            })
-            .collect();
+        let done = pattern_delivered(test, records, wiring, h);
         let r = lock_dest(dest).finish(&done);
         total.get_or_insert_default().add(&r);
     }

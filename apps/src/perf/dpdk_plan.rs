@@ -11,8 +11,9 @@ use mrc_nic::NextHop;
 use mrc_srv6::plan::{HostId, Plan};
 use mrc_transport::{EndpointConfig, PathMode};
 
-use super::plan::{ends, load_plan};
+use super::plan::load_plan;
 use super::settings::Settings;
+use super::traffic::ends;
 
 /// Outer IPv6 40 + SRH 24 + inner IPv6 40 + UDP 8 + BTH 12 + METH 4 + TSETH 4 + RETH 16 +
 /// ImmDt 4 + ICRC 4 (brief §2.1): the headers the plan's MTU must leave room for.

@@ -28,10 +28,10 @@ use mrc_nic::{NextHop, Nic, NicConfig, NicHandle};
 use mrc_transport::verbs::{CqHandle, MrKeys, Qpn, RemoteNic};
 use serde_json::{Value, json};
 
-use super::app::{PerfApp, QpRecord, QpWiring, lock};
+use super::app::{PerfApp, QpRecord, lock};
 use super::backend::{
-    Addresses, CheckResult, FabricInfo, Hooks, SizeOutcome, app_params, delivered, layout_of,
-    roles, start_offset,
+    Addresses, CheckResult, FabricInfo, Hooks, SizeOutcome, app_params, pattern_delivered,
+    pattern_qps, roles,
 };
 use super::check::{SharedDest, lock_dest};
 use super::dpdk_backend::exchange::{parameters, record_from, record_json};
@@ -220,12 +220,7 @@ impl RanksBackend {
             fabric: format!("dpdk, {ranks} ranks: {}", names.join(", ")),
             planes,
             hosts: ranks as u32,
-            client: format!(
-                "{} over {} hosts, {} flows",
-                spec.pattern.name(),
-                wiring.hosts.len(),
-                wiring.flows.len()
-            ),
+            client: wiring.describe(&spec.pattern),
             server: "-".into(),
             link_gbps: 0,
             payload_mtu,
@@ -337,34 +332,19 @@ impl RanksBackend {
         let s = self.settings.clone();
         let w = self.wiring.clone();
         let me = self.me();
-        let local = me.map(|i| w.local[i].clone()).unwrap_or_default();
-        let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
-        let l = layout_of(&s, size, local.len() as u32);
-        let wiring: Vec<QpWiring> = local
-            .iter()
-            .enumerate()
-            .map(|(i, q)| {
-                let (send, receive) = if q.src_side {
-                    (c_send, c_recv)
-                } else {
-                    (s_send, s_recv)
-                };
-                let peer = w.hosts[q.peer_host] as usize;
-                let peer_l = layout_of(&s, size, w.local[q.peer_host].len() as u32);
-                QpWiring {
-                    qpn: c.qpns[i],
-                    send,
-                    receive,
-                    lkey: c.keys.lkey,
-                    local_addr: l.src(i as u32),
-                    remote_addr: peer_l.dst(q.peer_qp as u32),
-                    rkey: c.peers[peer].rkey,
-                    slots: l.slots,
-                    pattern_host: s.check.then_some(self.rank as u32),
-                    start_offset: start_offset(&s, size, self.rank as u32, i as u32),
-                }
-            })
-            .collect();
+        let (c_send, _, s_send, _) = roles(s.test, s.bidirectional);
+        let wiring = match me {
+            Some(i) => pattern_qps(
+                &s,
+                size,
+                &w,
+                i,
+                c.keys.lkey,
+                |k| c.qpns[k],
+                |p| c.peers[w.hosts[p] as usize].rkey,
+            ),
+            None => Vec::new(),
+        };
         let app = Arc::new(Mutex::new(PerfApp::new(app_params(&s, size), wiring)));
         let (planes, rank, h) = (self.planes, self.rank as u32, self.handle.clone());
         let snapshot = |at: StdDuration| -> anyhow::Result<Snapshot> {
@@ -414,19 +394,7 @@ impl RanksBackend {
         // What this host received: each message its peers completed must be whole here.
         let check = match (&c.dest, me) {
             (Some(dest), Some(i)) => {
-                let done: Vec<u64> = w.local[i]
-                    .iter()
-                    .zip(&records[i])
-                    .map(|(q, mine)| {
-                        let sender = &records[q.peer_host][q.peer_qp];
-                        delivered(
-                            s.test,
-                            std::slice::from_ref(sender),
-                            std::slice::from_ref(mine),
-                        )[0]
-                    })
-                    .collect();
-                Some(lock_dest(dest).finish(&done))
+                Some(lock_dest(dest).finish(&pattern_delivered(s.test, &records, &w, i)))
             }
             _ => None,
         };

@@ -12,10 +12,10 @@ use mrc_nic::io::mem::router_mac;
 use mrc_nic::{MemFabric, MemIo, NextHop, Nic, NicConfig, NicHandle};
 use mrc_transport::verbs::{CqHandle, MrKeys, Qpn, RemoteNic};
 
-use super::app::{PerfApp, QpWiring, lock};
+use super::app::{PerfApp, lock};
 use super::backend::{
     Addresses, CpuMeter, FabricInfo, Hooks, QpAddress, SizeOutcome, app_params,
-    finish_pattern_checks, layout_of, roles, start_offset,
+    finish_pattern_checks, layout_of, pattern_qps,
 };
 use super::check::SharedDest;
 use super::nic_backend::{
@@ -141,15 +141,7 @@ impl MemBackend {
             );
         }
         let (client, server) = match &settings.traffic {
-            Some(t) => (
-                format!(
-                    "{} over {} hosts, {} flows",
-                    t.pattern.name(),
-                    wiring.hosts.len(),
-                    wiring.flows.len()
-                ),
-                "-".to_owned(),
-            ),
+            Some(t) => (wiring.describe(&t.pattern), "-".to_owned()),
             None => ("nic0".into(), "nic1".into()),
         };
         let addresses = connected.addresses(settings, &wiring);
@@ -196,39 +188,22 @@ impl MemBackend {
             _ => connect_hosts(s, planes, size, &self.wiring)?,
         };
         let w = &self.wiring;
-        let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
         let params = app_params(s, size);
         let mut sending = Vec::with_capacity(w.hosts.len());
         let apps: Vec<Arc<Mutex<PerfApp>>> = w
             .local
             .iter()
             .enumerate()
-            .map(|(me, qps)| {
-                let l = layout_of(s, size, qps.len() as u32);
-                let wiring: Vec<QpWiring> = qps
-                    .iter()
-                    .enumerate()
-                    .map(|(i, q)| {
-                        let (send, receive) = if q.src_side {
-                            (c_send, c_recv)
-                        } else {
-                            (s_send, s_recv)
-                        };
-                        let peer_l = layout_of(s, size, w.local[q.peer_host].len() as u32);
-                        QpWiring {
-                            qpn: sides[me].qpns[i],
-                            send,
-                            receive,
-                            lkey: sides[me].keys.lkey,
-                            local_addr: l.src(i as u32),
-                            remote_addr: peer_l.dst(q.peer_qp as u32),
-                            rkey: sides[q.peer_host].keys.rkey,
-                            slots: l.slots,
-                            pattern_host: s.check.then_some(w.hosts[me]),
-                            start_offset: start_offset(s, size, w.hosts[me], i as u32),
-                        }
-                    })
-                    .collect();
+            .map(|(me, _)| {
+                let wiring = pattern_qps(
+                    s,
+                    size,
+                    w,
+                    me,
+                    sides[me].keys.lkey,
+                    |i| sides[me].qpns[i],
+                    |p| sides[p].keys.rkey,
+                );
                 sending.push(wiring.iter().map(|q| q.send).collect());
                 Arc::new(Mutex::new(PerfApp::new(params, wiring)))
             })

@@ -1,8 +1,8 @@
 //! The fabric plan of a run on the simulator (`--backend sim`) or on DPDK ports with
 //! `--plan` (`--backend dpdk`): `--plan` (a file or a built-in name) or a small built-in one,
-//! `--planes` planes (4 by default) × 2 racks × 2 spines, 2 hosts per rack, 100 Gb/s links;
-//! and its two ends, host 0 and the first host of the next rack, so every path crosses a
-//! spine and a T0–T1 link failure is felt.
+//! `--planes` planes (4 by default) × 2 racks × 2 spines, 2 hosts per rack, 100 Gb/s links,
+//! or for `--hosts N` a non-blocking one of N hosts. Who sends to whom is
+//! [`traffic`](super::traffic)'s.
 
 use mrc_srv6::plan::Plan;
 
@@ -70,21 +70,12 @@ pub fn load_plan(s: &Settings) -> anyhow::Result<Plan> {
     Ok(plan)
 }
 
-/// The two ends: host 0 and the first host of the next rack (or host 1 in a one-rack plan).
-pub fn ends(plan: &Plan) -> (u32, u32) {
-    let server = if plan.t0_per_plane() > 1 {
-        plan.host_at(1, 0).0
-    } else {
-        1
-    };
-    (0, server)
-}
-
 #[cfg(test)]
 mod tests {
     use mrc_srv6::plan::HostId;
 
     use super::*;
+    use crate::perf::traffic::ends;
 
     #[test]
     fn sized_plans_hold_the_hosts_and_are_non_blocking() {

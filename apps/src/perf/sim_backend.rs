@@ -12,17 +12,17 @@ use mrc_srv6::plan::{HostId, LinkTier, Plan};
 use mrc_transport::verbs::{MrKeys, QpCap, Qpn, RecvWr, SendWr, VerbsError, WorkCompletion};
 use mrc_transport::{Duration, Instant};
 
-use super::app::{PerfApp, QpWiring, lock};
+use super::app::{PerfApp, lock};
 use super::backend::{
     Addresses, BUFFER_IOVA, FabricInfo, Hooks, QpAddress, Sampling, SizeOutcome, WrapMemory,
-    app_params, finish_pattern_checks, layout_of, pattern_memory, profiles, roles, start_offset,
+    app_params, finish_pattern_checks, layout_of, pattern_memory, pattern_qps, profiles,
 };
 use super::check::SharedDest;
 use super::live::Live;
-use super::plan::{ends, load_plan};
+use super::plan::load_plan;
 use super::report::Periods;
 use super::settings::{CcChoice, Settings, TestKind};
-use super::traffic::{self, Flow, Wiring};
+use super::traffic::{self, Flow, Wiring, ends};
 use crate::faults;
 use crate::metrics::counters::{HostCounters, Snapshot};
 
@@ -167,15 +167,7 @@ impl SimBackend {
         )
         .map_err(|e| crate::usage!("{e}"))?;
         let (client_name, server_name) = match &settings.traffic {
-            Some(t) => (
-                format!(
-                    "{} over {} hosts, {} flows",
-                    t.pattern.name(),
-                    wiring.hosts.len(),
-                    wiring.flows.len()
-                ),
-                "-".to_owned(),
-            ),
+            Some(t) => (wiring.describe(&t.pattern), "-".to_owned()),
             None => (format!("h{client}"), format!("h{server}")),
         };
         let info = FabricInfo {
@@ -235,38 +227,21 @@ impl SimBackend {
         }
         let mut sim = Sim::new(self.plan.clone(), cfg)?;
         let w = &self.wiring;
-        let (c_send, c_recv, s_send, s_recv) = roles(s.test, s.bidirectional);
         let (keys, conns, dests) = wire_up(&mut sim, s, size, w, hooks.memory)?;
         let host_line = f64::from(self.plan.link_params(LinkTier::Host).speed_gbps)
             * f64::from(self.plan.planes());
         let mut apps = Vec::with_capacity(w.hosts.len());
         let mut sending = Vec::with_capacity(w.hosts.len());
-        for (me, qps) in w.local.iter().enumerate() {
-            let l = layout_of(s, size, qps.len() as u32);
-            let wiring: Vec<QpWiring> = qps
-                .iter()
-                .enumerate()
-                .map(|(i, q)| {
-                    let (send, receive) = if q.src_side {
-                        (c_send, c_recv)
-                    } else {
-                        (s_send, s_recv)
-                    };
-                    let peer_l = layout_of(s, size, w.local[q.peer_host].len() as u32);
-                    QpWiring {
-                        qpn: qpn_of(&conns, w, me, i),
-                        send,
-                        receive,
-                        lkey: keys[me].lkey,
-                        local_addr: l.src(i as u32),
-                        remote_addr: peer_l.dst(q.peer_qp as u32),
-                        rkey: keys[q.peer_host].rkey,
-                        slots: l.slots,
-                        pattern_host: s.check.then_some(w.hosts[me]),
-                        start_offset: start_offset(s, size, w.hosts[me], i as u32),
-                    }
-                })
-                .collect();
+        for me in 0..w.hosts.len() {
+            let wiring = pattern_qps(
+                s,
+                size,
+                w,
+                me,
+                keys[me].lkey,
+                |i| qpn_of(&conns, w, me, i),
+                |p| keys[p].rkey,
+            );
             sending.push(wiring.iter().map(|q| q.send).collect::<Vec<_>>());
             let mut params = app_params(s, size);
             // Each sending QP's share of its host's line (on/off pacing).

@@ -20,7 +20,15 @@ use std::path::{Path, PathBuf};
 
 use mrc_srv6::plan::{HostId, Plan};
 
-use super::plan::ends;
+/// The two ends: host 0 and the first host of the next rack (or host 1 in a one-rack plan).
+pub fn ends(plan: &Plan) -> (u32, u32) {
+    let server = if plan.t0_per_plane() > 1 {
+        plan.host_at(1, 0).0
+    } else {
+        1
+    };
+    (0, server)
+}
 
 /// A traffic pattern by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -317,6 +325,16 @@ impl Wiring {
             qps_per_flow,
             local,
         }
+    }
+
+    /// `PATTERN over N hosts, F flows`, for the settings block.
+    pub fn describe(&self, pattern: &Traffic) -> String {
+        format!(
+            "{} over {} hosts, {} flows",
+            pattern.name(),
+            self.hosts.len(),
+            self.flows.len()
+        )
     }
 
     /// The index of plan host `h` in [`Self::hosts`].
