@@ -351,3 +351,53 @@ fn all2all_on_nic_threads_checks_every_byte() {
         assert_eq!(h["received_bytes"], 3 * 100 * 16384);
     }
 }
+
+#[test]
+fn every_test_runs_over_a_pattern() {
+    // Write-with-Immediate both ways around a ring, every byte checked.
+    let (out, p) = run(&[
+        "write_imm_bw",
+        "--pattern",
+        "ring",
+        "--hosts",
+        "6",
+        "-s",
+        "8192",
+        "-n",
+        "20",
+        "-b",
+        "--check",
+    ]);
+    assert!(
+        out.contains(" Data check: 240 messages") && out.contains("all correct"),
+        "{out}"
+    );
+    assert_eq!(
+        p["flows"].as_array().unwrap().len(),
+        12,
+        "6 flows, both directions"
+    );
+    // Latency over a permutation: every host pings one peer and pongs another, so a pong
+    // can be owed while the last one's completion is still on its way.
+    let (out, _) = run(&[
+        "write_lat",
+        "--pattern",
+        "permutation",
+        "--hosts",
+        "8",
+        "-s",
+        "64",
+        "-n",
+        "50",
+    ]);
+    let row = out
+        .lines()
+        .skip_while(|l| !l.starts_with(" #bytes"))
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        row.split_whitespace().nth(1) == Some("50"),
+        "every pinger's 50 round trips: {row}\n{out}"
+    );
+}

@@ -86,7 +86,7 @@ fn mpirun_perf(bin: &Path, tag: &str, args: &[&str]) -> (String, String, Value) 
         .arg(bin)
         .args(["write_bw", "--backend", "dpdk", "--memif", &name])
         .args(["--switch", &switch_addr, "--tcp-addr", &tcp_addr])
-        .args(["--no-live", "--report_gbits", "--out_json_file"])
+        .args(["--report_gbits", "--out_json_file"])
         .arg(&json)
         .args(args);
     let ranks = Proc::spawn(&mut mpirun, "mpirun").finish(LIMIT);
@@ -178,7 +178,11 @@ fn mpirun_with_the_mpi_bootstrap_checks_every_byte() {
         Ok(d) => d.join("mrc-perf"),
         Err(why) => return skip(test, &why),
     };
-    let (out, err, doc) = mpirun_perf(&bin, "rsmpi", &[&ALL2ALL[..], &["16"]].concat());
+    let (out, err, doc) = mpirun_perf(
+        &bin,
+        "rsmpi",
+        &[&ALL2ALL[..], &["16", "--no-live"]].concat(),
+    );
     assert_all2all(&out, &doc);
     assert!(err.contains("bootstrap: MPI (mpirun)"), "{err}");
 }
@@ -219,4 +223,39 @@ fn a_rank_with_other_parameters_is_named_and_every_rank_exits() {
     let why = "the ranks' parameters differ (-s: rank 0 [4096], rank 3 [65536])";
     assert!(err.matches(why).count() >= 2, "every rank says why:\n{err}");
     assert!(!out.contains("#bytes"), "no rank ran:\n{out}");
+}
+
+#[test]
+fn mpirun_sync_bursts_report_every_flows_start() {
+    let _one = serial();
+    let test = "mpirun_sync_bursts_report_every_flows_start";
+    if let Some(why) = missing() {
+        return skip(test, why);
+    }
+    // A ring of 4 hosts, bursts of 2 messages every 2 ms from the common start: 5 bursts,
+    // each started by the 4 flows, their spread measured on rank 0's clock.
+    let args = [
+        "--pattern",
+        "ring",
+        "--mode",
+        "sync_burst",
+        "--burst_size",
+        "2",
+        "--burst-gap",
+        "2ms",
+        "-s",
+        "8192",
+        "-n",
+        "10",
+        "--no-live",
+    ];
+    let (out, _, doc) = mpirun_perf(Path::new(PERF), "sync", &args);
+    let bursts = doc["pattern"][0]["bursts"].as_array().expect("bursts");
+    assert_eq!(bursts.len(), 5, "{out}");
+    for b in bursts {
+        assert_eq!(b["qps"], 4, "{b}\n{out}");
+        // Every flow's start on one clock: far within the 2 ms period on one machine.
+        assert!(b["spread_ns"].as_u64().unwrap() < 2_000_000, "{b}\n{out}");
+    }
+    assert!(out.contains("Burst starts across flows (5 bursts"), "{out}");
 }

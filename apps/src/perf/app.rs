@@ -70,6 +70,10 @@ pub struct AppParams {
     /// Each sending QP's share of its host's line rate, Gb/s (0: not known): what on/off load
     /// shapes the wire with ([`Pacer`]).
     pub line_gbps_per_qp: f64,
+    /// When the pacing starts, on this host's clock (`None`: when the application starts).
+    /// Under mpirun every rank is given the one start time of the run, so a rank the OS
+    /// schedules late still releases its bursts at the common times.
+    pub pace_origin: Option<Instant>,
 }
 
 impl AppParams {
@@ -106,8 +110,12 @@ struct QpRun {
     signalled_upto: u64,
     /// Pinger: when the outstanding ping left.
     ping_at: Option<Instant>,
-    /// Ponger: pongs sent.
+    /// Ponger: pongs sent, pongs known complete, and pings not answered yet because the send
+    /// queue was full (a pong's completion can come after the next ping, when the pinger's
+    /// ACK of it is coalesced or late).
     pongs: u64,
+    pongs_done: u64,
+    pongs_owed: u64,
 }
 
 /// The perf application of one host.
@@ -143,6 +151,8 @@ impl PerfApp {
                 signalled_upto: 0,
                 ping_at: None,
                 pongs: 0,
+                pongs_done: 0,
+                pongs_owed: 0,
             })
             .collect();
         Self {
@@ -284,6 +294,27 @@ impl PerfApp {
         }
     }
 
+    /// Pongs a send queue holds at once (the QPs are created with one slot more).
+    fn pong_room(&self) -> u64 {
+        u64::from(self.params.tx_depth.max(self.params.cq_mod).max(1))
+    }
+
+    /// Latency ponger: answer the pings owed while the send queue has room.
+    fn pong(&mut self, i: usize, now: Instant, verbs: &mut dyn Verbs) {
+        while self.error.is_none() && self.qps[i].pongs_owed > 0 {
+            let q = &self.qps[i];
+            if q.pongs - q.pongs_done >= self.pong_room() {
+                return;
+            }
+            if !self.post_write(i, now, true, true, verbs) {
+                return;
+            }
+            let q = &mut self.qps[i];
+            q.pongs += 1;
+            q.pongs_owed -= 1;
+        }
+    }
+
     /// Latency pinger: the next ping, when the previous pong is back.
     fn ping(&mut self, i: usize, now: Instant, verbs: &mut dyn Verbs) {
         let p = self.params;
@@ -342,6 +373,9 @@ impl PerfApp {
             if record {
                 r.completions.push((r.completed, now));
             }
+        } else if !self.qps[i].wiring.send {
+            // A pong left: room for the next owed one.
+            self.qps[i].pongs_done += 1;
         }
     }
 
@@ -361,9 +395,9 @@ impl PerfApp {
             }
             self.ping(i, now, verbs);
         } else if self.error.is_none() {
-            // Ponger: answer at once (no pacing: the pinger paces).
-            let ok = self.post_write(i, now, true, true, verbs);
-            self.qps[i].pongs += u64::from(ok);
+            // Ponger: answer at once (no pacing: the pinger paces), as the send queue allows.
+            self.qps[i].pongs_owed += 1;
+            self.pong(i, now, verbs);
         }
     }
 }
@@ -372,11 +406,12 @@ impl Application for PerfApp {
     fn start(&mut self, now: Instant, verbs: &mut dyn Verbs) {
         self.start = Some(now);
         self.deadline = self.params.duration.map(|d| now + d);
+        let origin = self.params.pace_origin.unwrap_or(now);
         for q in &mut self.qps {
             q.pacer = Pacer::new(
                 self.params.pattern,
                 self.params.size,
-                now + q.wiring.start_offset,
+                origin + q.wiring.start_offset,
             )
             .with_line_rate(self.params.line_gbps_per_qp);
         }
@@ -407,7 +442,12 @@ impl Application for PerfApp {
             return;
         }
         match wc.opcode {
-            WcOpcode::RdmaWrite => self.on_send_done(i, now, wc),
+            WcOpcode::RdmaWrite => {
+                self.on_send_done(i, now, wc);
+                if !self.params.test.is_bw() {
+                    self.pong(i, now, verbs);
+                }
+            }
             WcOpcode::RecvRdmaWithImm => self.on_receive(i, now, verbs),
         }
         if self.params.test.is_bw() {

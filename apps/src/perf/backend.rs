@@ -124,6 +124,8 @@ pub type WrapMemory = fn(Box<dyn Memory>) -> Box<dyn Memory>;
 pub struct Hooks {
     /// Print live per-plane bandwidth on stderr.
     pub live: bool,
+    /// Start each live line with this (under mpirun: the rank's host, `h3`).
+    pub live_label: Option<String>,
     /// Hand every counter sample to the telemetry sinks (and the JSON sample series).
     pub telemetry: Option<Arc<Telemetry>>,
     /// Interpose on each host's registered memory (tests: a fault between the engine and
@@ -209,6 +211,7 @@ pub fn app_params(s: &Settings, size: u64) -> AppParams {
         cq_mod: s.cq_mod,
         pattern: s.pattern,
         line_gbps_per_qp: 0.0,
+        pace_origin: None,
     }
 }
 

@@ -256,6 +256,19 @@ impl RanksBackend {
         &self.wiring
     }
 
+    /// This rank's sinks: `--metrics` on the port given plus the rank (every rank of one
+    /// machine its own port; the address printed on stderr), its own Pushgateway instance
+    /// (`…-rRANK`) and textfile (`mrc-perf-rRANK.prom`).
+    pub fn rank_telemetry(&self, t: &mut crate::metrics::telemetry::TelemetryConfig) {
+        if let Some(a) = t.metrics.as_mut()
+            && a.port() != 0
+        {
+            a.set_port(a.port().saturating_add(self.rank as u16));
+        }
+        t.push_instance = format!("{}-r{}", t.push_instance, self.rank);
+        t.textfile_name = format!("mrc-perf-r{}.prom", self.rank);
+    }
+
     /// Rank 0 prints; the others only take part.
     pub fn lead(&self) -> bool {
         self.rank == 0
@@ -345,7 +358,6 @@ impl RanksBackend {
             ),
             None => Vec::new(),
         };
-        let app = Arc::new(Mutex::new(PerfApp::new(app_params(&s, size), wiring)));
         let (planes, rank, h) = (self.planes, self.rank as u32, self.handle.clone());
         let snapshot = |at: StdDuration| -> anyhow::Result<Snapshot> {
             Ok(Snapshot {
@@ -354,10 +366,27 @@ impl RanksBackend {
             })
         };
         let hooks = Hooks {
-            // Live lines from every rank would interleave: rank 0's alone.
-            live: hooks.live && self.lead(),
+            // Every rank's own host, one line each on mpirun's stderr.
+            live_label: Some(format!("h{}", self.rank)),
             ..hooks.clone()
         };
+        // Each NIC counts time from its own start: this rank's clock against the wall clock,
+        // so rank 0 can put every rank's times on one axis (exact on one machine; across
+        // machines as good as their clocks' sync, e.g. PTP).
+        let anchor = wall_offset_ns(h.now());
+        // One start time for every rank: rank 0 picks it a little after the latest rank's
+        // now, every rank waits for it on its wall clock, so synchronized bursts (and on/off
+        // phases) start together on every host.
+        let nows: Vec<i64> = gather(self.boot.as_mut(), &wall_ns(), "start times")?;
+        let start = nows.iter().copied().max().unwrap_or(0) + START_MARGIN_NS;
+        let mut params = app_params(&s, size);
+        // The common start on this NIC's clock: bursts are due at the same instants on every
+        // rank, even one the OS runs late.
+        params.pace_origin = Some(mrc_transport::Instant(
+            u64::try_from(start - anchor).unwrap_or(0),
+        ));
+        let app = Arc::new(Mutex::new(PerfApp::new(params, wiring)));
+        wait_until_wall(start);
         let (error, elapsed) = drive(
             &s,
             size,
@@ -378,16 +407,19 @@ impl RanksBackend {
             "records": mine.iter().map(record_json).collect::<Vec<_>>(),
             "planes": planes_rows,
             "error": error,
+            "wall_offset_ns": anchor,
         });
         let all: Vec<Value> = gather(self.boot.as_mut(), &done, "results")?;
-        // Every host's records, in wiring order.
+        // Every host's records, in wiring order, their times on rank 0's clock.
+        let offset = |r: usize| all[r]["wall_offset_ns"].as_i64().unwrap_or(0);
         let records: Vec<Vec<QpRecord>> = w
             .hosts
             .iter()
             .map(|&r| {
+                let by = offset(r as usize) - offset(0);
                 all[r as usize]["records"]
                     .as_array()
-                    .map(|a| a.iter().map(record_from).collect())
+                    .map(|a| a.iter().map(|v| shifted(record_from(v), by)).collect())
                     .unwrap_or_default()
             })
             .collect();
@@ -465,6 +497,51 @@ impl Drop for RanksBackend {
     }
 }
 
+/// How far after the latest rank's clock the common start is: room for every rank to get
+/// the time (a bootstrap round can take tens of milliseconds: TCP's delayed ACKs) and wait.
+const START_MARGIN_NS: i64 = 250_000_000;
+
+/// The wall clock, ns since the Unix epoch.
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Wall-clock time less this NIC's clock, ns: add it to a NIC time to get wall time.
+fn wall_offset_ns(now: mrc_transport::Instant) -> i64 {
+    wall_ns() - now.0 as i64
+}
+
+/// Sleep until the wall clock reads `at` (ns), the last 200 us spinning.
+fn wait_until_wall(at: i64) {
+    loop {
+        let left = at - wall_ns();
+        if left <= 0 {
+            return;
+        }
+        if left > 200_000 {
+            std::thread::sleep(StdDuration::from_nanos((left - 200_000) as u64));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// `r` with every time moved by `by` ns (from another rank's clock onto this one's).
+fn shifted(mut r: QpRecord, by: i64) -> QpRecord {
+    let mv = |t: mrc_transport::Instant| mrc_transport::Instant(t.0.saturating_add_signed(by));
+    for t in &mut r.post_times {
+        *t = mv(*t);
+    }
+    for c in &mut r.completions {
+        c.1 = mv(c.1);
+    }
+    r.first_post = r.first_post.map(mv);
+    r.last_completion = r.last_completion.map(mv);
+    r
+}
+
 /// This rank's EAL template (`{rank}` in it), the switch to join and the planes.
 fn ports(s: &Settings) -> anyhow::Result<(String, Option<std::net::SocketAddr>, u8)> {
     match (&s.eal, &s.memif) {
@@ -504,6 +581,24 @@ fn ports(s: &Settings) -> anyhow::Result<(String, Option<std::net::SocketAddr>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_move_onto_rank_0s_clock() {
+        let r = QpRecord {
+            post_times: vec![mrc_transport::Instant(100)],
+            completions: vec![(1, mrc_transport::Instant(150))],
+            first_post: Some(mrc_transport::Instant(100)),
+            last_completion: Some(mrc_transport::Instant(150)),
+            ..QpRecord::default()
+        };
+        let m = shifted(r, -40);
+        assert_eq!(m.post_times[0].0, 60);
+        assert_eq!(m.completions[0].1.0, 110);
+        assert_eq!(
+            (m.first_post.unwrap().0, m.last_completion.unwrap().0),
+            (60, 110)
+        );
+    }
 
     #[test]
     fn mismatches_name_the_rank_and_both_values() {

@@ -326,11 +326,18 @@ pub fn text(r: &PatternReport) -> String {
     if !r.bursts.is_empty() {
         let mut sp: Vec<f64> = r.bursts.iter().map(|b| b.spread_ns as f64).collect();
         let _ = writeln!(o, "{rule}");
+        let yardstick = if r.message_serialisation_ns > 0.0 {
+            format!(
+                "; one message on a host's line: {:.0} ns",
+                r.message_serialisation_ns
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            " Burst starts across flows ({} bursts; one message on a host's line: {:.0} ns)",
-            r.bursts.len(),
-            r.message_serialisation_ns
+            " Burst starts across flows ({} bursts{yardstick})",
+            r.bursts.len()
         );
         let show: Vec<&BurstSpread> = if r.bursts.len() <= 8 {
             r.bursts.iter().collect()

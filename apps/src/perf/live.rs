@@ -15,6 +15,8 @@ pub struct Live {
     last_rx: Vec<u64>,
     /// Samples closer than this to the previous one (the end of a run) are not printed.
     min_ns: u64,
+    /// Whose NIC the line is (under mpirun every rank prints its own host's line).
+    label: Option<String>,
 }
 
 impl Live {
@@ -23,7 +25,14 @@ impl Live {
             last_ns: 0,
             last_rx: vec![0; usize::from(planes)],
             min_ns: min_ns.max(1),
+            label: None,
         }
+    }
+
+    /// Lines start with `label` (`h3`: host 3's NIC alone).
+    pub fn labelled(mut self, label: Option<String>) -> Self {
+        self.label = label;
+        self
     }
 
     pub fn print(&mut self, snap: &Snapshot) {
@@ -33,6 +42,9 @@ impl Live {
         }
         let rows = snap.planes();
         let mut line = format!("[{:>9.3} ms]", snap.at_ns as f64 / 1e6);
+        if let Some(l) = &self.label {
+            let _ = write!(line, " {l}");
+        }
         let mut retx = 0;
         let mut bad = 0;
         for r in &rows {

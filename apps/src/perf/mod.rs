@@ -142,9 +142,13 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     let info: FabricInfo = backend.info().clone();
     let json = s.out_json || s.out_json_file.is_some();
     // The sinks, and the JSON sample series: sampled when any is asked for.
-    let telemetry = if s.telemetry.any_sink() || s.telemetry.sample_every.is_some() || json {
+    let mut sinks = s.telemetry.clone();
+    if let Backend::Ranks(b) = &backend {
+        b.rank_telemetry(&mut sinks);
+    }
+    let telemetry = if sinks.any_sink() || sinks.sample_every.is_some() || json {
         Some(Arc::new(Telemetry::start(
-            &s.telemetry,
+            &sinks,
             // `host` is a per-series label already (both ends run here in sim and mem).
             &[("test", s.test.name())],
         )?))
@@ -164,6 +168,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
         live: s.live_every.is_some() && !s.run_infinitely,
         telemetry: telemetry.clone(),
         memory: None,
+        live_label: None,
     };
     let mut out = RunOutcome {
         rows: Vec::new(),

@@ -199,7 +199,7 @@ pub fn drive(
         _ => Duration::from_millis(200),
     };
     let mut sampling = Sampling::new(s, period);
-    let mut live = Live::new(planes, sampling.live_min_ns());
+    let mut live = Live::new(planes, sampling.live_min_ns()).labelled(hooks.live_label.clone());
     let mut periods = Periods::default();
     while threads.iter().any(|d| !d.is_finished()) {
         std::thread::sleep(
