@@ -5,5 +5,6 @@ pub mod fabric;
 pub mod faults;
 pub mod metrics;
 pub mod perf;
+pub mod ranks;
 pub mod tool;
 pub mod units;

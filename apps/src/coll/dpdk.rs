@@ -13,41 +13,29 @@ use crate::metrics::coll::lines as coll_lines;
 use crate::metrics::counters::Snapshot;
 use crate::metrics::telemetry::Telemetry;
 use crate::perf::nic_backend::host_counters;
-use std::net::{SocketAddr, ToSocketAddrs as _};
+use crate::ranks::{CONNECT_TIMEOUT, DEFAULT_SWITCH, bootstrap_at, socket_addr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
 
-use anyhow::Context as _;
 use mrc_coll::BenchOpts;
 use mrc_coll::backend::dpdk::{
     DpdkRankOpts, eal_args, memif_rank_eal, memif_switch_eal, run_rank_watched,
 };
 use mrc_coll::backend::switch::{self, SwitchOpts};
 use mrc_coll::backend::{fold_all, program_opts};
-use mrc_coll::bootstrap::tcp::TcpBootstrap;
 use mrc_coll::bootstrap::{Bootstrap, mpirun_env};
 
 use super::cli::Args;
 use super::setup::{self, JsonFile};
 use super::{Outcome, Printer, preamble};
-use crate::{bail_usage, outln, usage};
+use crate::{bail_usage, outln};
 
-/// The switch's control address with `--memif` and no `--switch`.
-pub const DEFAULT_SWITCH: &str = "127.0.0.1:18600";
 /// Rank 0's rendezvous address without `--tcp-addr`.
 pub const DEFAULT_TCP_ADDR: &str = "127.0.0.1:18515";
-/// How long ranks wait for each other, the switch and the links.
-const CONNECT_TIMEOUT: StdDuration = StdDuration::from_mins(1);
 /// A rank whose program is not done by then fails.
 const RUN_DEADLINE: StdDuration = StdDuration::from_mins(10);
-
-pub fn socket_addr(s: &str, what: &str) -> anyhow::Result<SocketAddr> {
-    s.to_socket_addrs()
-        .map_err(|e| usage!("{what} {s}: {e}: give host:port"))?
-        .next()
-        .ok_or_else(|| usage!("{what} {s} names no address: give host:port"))
-}
 
 /// This rank's EAL template (`{rank}` still in it) and the switch to join, if any.
 fn fabric(args: &Args) -> anyhow::Result<(String, Option<SocketAddr>)> {
@@ -117,42 +105,6 @@ fn bootstrap(
         "--tcp-addr",
     )?;
     bootstrap_at(addr, rank, size, mpirun)
-}
-
-/// The out-of-band channel of process `rank` of `size`: with `mpirun`, MPI when built with the
-/// `mpi` feature, else (and without mpirun) a TCP rendezvous at `addr` (rank 0 listens); and
-/// how, in words. mrc-coll's ranks and mrc-perf's hosts meet this way.
-pub fn bootstrap_at(
-    addr: SocketAddr,
-    rank: usize,
-    size: usize,
-    mpirun: bool,
-) -> anyhow::Result<(Box<dyn Bootstrap>, String)> {
-    let tcp = |rank: usize, size: usize| -> anyhow::Result<Box<dyn Bootstrap>> {
-        Ok(Box::new(
-            TcpBootstrap::join(rank, size, addr, CONNECT_TIMEOUT)
-                .with_context(|| format!("rank {rank} of {size}, rendezvous at {addr}"))?,
-        ))
-    };
-    if !mpirun {
-        return Ok((tcp(rank, size)?, format!("TCP rendezvous at {addr}")));
-    }
-    #[cfg(feature = "mpi")]
-    {
-        let b = mrc_coll::bootstrap::mpi::MpiBootstrap::init()?;
-        anyhow::ensure!(
-            (b.rank(), b.size()) == (rank, size),
-            "MPI says rank {} of {}, mpirun's environment {rank} of {size}",
-            b.rank(),
-            b.size()
-        );
-        Ok((Box::new(b), "MPI (mpirun)".to_owned()))
-    }
-    #[cfg(not(feature = "mpi"))]
-    Ok((
-        tcp(rank, size)?,
-        format!("mpirun's ranks, TCP rendezvous at {addr} (built without the mpi feature)"),
-    ))
 }
 
 /// One rank of `--backend dpdk`; rank 0 prints nccl-tests' table for all. Every refusal

@@ -41,11 +41,8 @@ use super::nic_backend::{
 use super::settings::Settings;
 use super::traffic::{self, TrafficSpec, Wiring};
 use crate::metrics::counters::{HostCounters, PlaneRow, Snapshot};
+use crate::ranks::{CONNECT_TIMEOUT, DEFAULT_SWITCH, bootstrap_at, socket_addr};
 
-/// How long ranks wait for the switch and the links.
-const CONNECT_TIMEOUT: StdDuration = StdDuration::from_mins(1);
-/// The switch's control address with `--memif` and no `--switch`.
-pub const DEFAULT_SWITCH: &str = "127.0.0.1:18600";
 /// Planes of a `--memif` fabric without `--planes`.
 pub const DEFAULT_MEMIF_PLANES: u8 = 2;
 
@@ -154,14 +151,13 @@ impl RanksBackend {
             );
         }
         let eal = eal_args(&eal, rank);
-        let addr = crate::coll::dpdk::socket_addr(
+        let addr = socket_addr(
             s.tcp_addr
                 .as_deref()
                 .unwrap_or(&format!("127.0.0.1:{}", s.port)),
             "--tcp-addr",
         )?;
-        let (mut boot, how) =
-            crate::coll::dpdk::bootstrap_at(addr, rank, ranks, s.tcp_rank.is_none())?;
+        let (mut boot, how) = bootstrap_at(addr, rank, ranks, s.tcp_rank.is_none())?;
         if rank == 0 {
             eprintln!("mrc-perf: rank 0 of {ranks}, bootstrap: {how}");
         }
@@ -555,16 +551,13 @@ fn ports(s: &Settings) -> anyhow::Result<(String, Option<std::net::SocketAddr>, 
             let switch = s
                 .switch
                 .as_deref()
-                .map(|a| crate::coll::dpdk::socket_addr(a, "--switch"))
+                .map(|a| socket_addr(a, "--switch"))
                 .transpose()?;
             Ok((e.clone(), switch, planes))
         }
         (None, Some(name)) => {
             let planes = s.planes.unwrap_or(DEFAULT_MEMIF_PLANES);
-            let switch = crate::coll::dpdk::socket_addr(
-                s.switch.as_deref().unwrap_or(DEFAULT_SWITCH),
-                "--switch",
-            )?;
+            let switch = socket_addr(s.switch.as_deref().unwrap_or(DEFAULT_SWITCH), "--switch")?;
             Ok((
                 memif_rank_eal(name, usize::from(planes)),
                 Some(switch),
