@@ -233,8 +233,14 @@ fn mpirun_sync_bursts_report_every_flows_start() {
         return skip(test, why);
     }
     // A ring of 4 hosts, bursts of 2 messages every 2 ms from the common start: 5 bursts,
-    // each started by the 4 flows, their spread measured on rank 0's clock.
+    // each started by the 4 flows, their spread measured on rank 0's clock. Every rank
+    // serves its own metrics and writes its own textfile.
+    let dir = mrc_tests::prometheus::TempDir::new("perf-textfile");
     let args = [
+        "--metrics",
+        "127.0.0.1:0",
+        "--metrics-textfile",
+        dir.0.to_str().unwrap(),
         "--pattern",
         "ring",
         "--mode",
@@ -249,7 +255,7 @@ fn mpirun_sync_bursts_report_every_flows_start() {
         "10",
         "--no-live",
     ];
-    let (out, _, doc) = mpirun_perf(Path::new(PERF), "sync", &args);
+    let (out, err, doc) = mpirun_perf(Path::new(PERF), "sync", &args);
     let bursts = doc["pattern"][0]["bursts"].as_array().expect("bursts");
     assert_eq!(bursts.len(), 5, "{out}");
     for b in bursts {
@@ -258,4 +264,36 @@ fn mpirun_sync_bursts_report_every_flows_start() {
         assert!(b["spread_ns"].as_u64().unwrap() < 2_000_000, "{b}\n{out}");
     }
     assert!(out.contains("Burst starts across flows (5 bursts"), "{out}");
+    assert_eq!(
+        err.matches("metrics: http://127.0.0.1:").count(),
+        4,
+        "one metrics address per rank:\n{err}"
+    );
+    assert_rank_textfiles(&dir.0, 4, &out);
+}
+
+/// Rank r's DIR/mrc-perf-rR.prom: its own host's engine counters (`host="hR"`, which received
+/// the ring's data) and no other host's.
+fn assert_rank_textfiles(dir: &Path, ranks: usize, out: &str) {
+    use mrc_tests::prometheus::values;
+    for r in 0..ranks {
+        let path = dir.join(format!("mrc-perf-r{r}.prom"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{out}", path.display()));
+        let host = format!("host=\"h{r}\"");
+        let rx: f64 = values(&text, "mrc_port_rcv_data_bytes_total", &[&host])
+            .iter()
+            .sum();
+        assert_eq!(
+            rx,
+            10.0 * 8192.0,
+            "rank {r}: the ring's 10 messages in:\n{text}"
+        );
+        assert!(
+            text.lines()
+                .filter(|l| l.starts_with("mrc_port_"))
+                .all(|l| l.contains(&host)),
+            "rank {r}'s file holds another host's counters:\n{text}"
+        );
+    }
 }

@@ -270,6 +270,20 @@ impl RanksBackend {
         self.rank == 0
     }
 
+    /// What this rank's sinks publish of the run's counters: its own host alone (every rank
+    /// has every host's plane rows for the report; each host's series are its own rank's).
+    pub fn own_counters(&self, all: &Snapshot) -> Snapshot {
+        Snapshot {
+            at_ns: all.at_ns,
+            hosts: all
+                .hosts
+                .iter()
+                .filter(|h| h.host as usize == self.rank)
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// This rank's index in the wiring (`None`: the pattern gives it no flow).
     fn me(&self) -> Option<usize> {
         self.wiring.host_index(self.rank as u32)
@@ -451,6 +465,12 @@ impl RanksBackend {
             .hosts
             .iter()
             .map(|&r| {
+                // This host's counters whole (QPs and EVs too); the others' plane rows.
+                if r == rank
+                    && let Some(own) = counters.hosts.first()
+                {
+                    return own.clone();
+                }
                 let planes: Vec<PlaneRow> =
                     serde_json::from_value(all[r as usize]["planes"].clone()).unwrap_or_default();
                 HostCounters {

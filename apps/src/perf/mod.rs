@@ -91,6 +91,15 @@ impl Backend {
             _ => true,
         }
     }
+
+    /// What this process's telemetry publishes of the run's counters: every host it runs
+    /// (under mpirun, its own host alone).
+    fn own_counters<'a>(&self, all: &'a Snapshot) -> std::borrow::Cow<'a, Snapshot> {
+        match self {
+            Self::Ranks(b) => std::borrow::Cow::Owned(b.own_counters(all)),
+            _ => std::borrow::Cow::Borrowed(all),
+        }
+    }
 }
 
 /// How a run ended.
@@ -190,7 +199,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
             if s.test == TestKind::WriteLat {
                 observe_latency(t.exporter(), &o);
             }
-            t.publish(&out.counters);
+            t.publish(&backend.own_counters(&out.counters));
         }
         if let Some(c) = &o.check {
             out.check.get_or_insert_default().add(c);
@@ -226,7 +235,7 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     }
     if let Some(t) = &telemetry {
         // Failures are on stderr already; a telemetry failure does not fail the run.
-        let _ = t.finish(&out.counters);
+        let _ = t.finish(&backend.own_counters(&out.counters));
     }
     if let Some(last) = out.patterns.last().filter(|_| lead) {
         let svg = s.matrix_svg.clone().or_else(|| {
