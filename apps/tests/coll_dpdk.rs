@@ -18,10 +18,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use mrc_tests::{DpdkRuntimeDirs, Proc, assert_refused, free_port, runs, skip, unique};
+use mrc_tests::{DpdkRuntimeDirs, Proc, assert_refused, free_port, skip, unique};
 use serde_json::Value;
 
 const COLL: &str = env!("CARGO_BIN_EXE_mrc-coll");
@@ -31,7 +31,7 @@ const LIMIT: Duration = Duration::from_mins(4);
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+    mrc_tests::one_at_a_time(&SERIAL)
 }
 
 /// `None` when this machine can run DPDK processes (else why not).
@@ -222,17 +222,9 @@ fn assert_rank_textfiles(dir: &Path, ranks: usize, all: &str) {
 fn mpirun_coll(bin: &Path, tag: &str, coll: &str, args: &[&str]) -> (String, Vec<Value>) {
     let run = Run::new(tag);
     let mut switch = run.switch(4);
-    let mut mpirun = Command::new("mpirun");
+    let mut mpirun = mrc_tests::mpirun();
     mpirun
-        .args(["--allow-run-as-root", "--oversubscribe", "-np", "4"])
-        .args([
-            "--mca",
-            "btl",
-            "self,tcp",
-            "--mca",
-            "btl_tcp_if_include",
-            "lo",
-        ])
+        .args(["-np", "4"])
         .arg(bin)
         .arg(coll)
         .args(run.rank_args())
@@ -245,10 +237,6 @@ fn mpirun_coll(bin: &Path, tag: &str, coll: &str, args: &[&str]) -> (String, Vec
 
 const SIZES: [u64; 6] = [8, 64, 512, 4096, 32768, 262_144];
 
-fn mpirun_missing() -> bool {
-    !runs("mpirun", &["--version"])
-}
-
 #[test]
 fn mpirun_all_reduce_over_memif_planes_checks_every_element() {
     let _one = serial();
@@ -256,8 +244,8 @@ fn mpirun_all_reduce_over_memif_planes_checks_every_element() {
     if let Some(why) = dpdk_missing() {
         return skip(test, why);
     }
-    if mpirun_missing() {
-        return skip(test, "no mpirun (apt-get install openmpi-bin)");
+    if let Some(why) = mrc_tests::mpirun_missing() {
+        return skip(test, why);
     }
     let (all, rows) = mpirun_all_reduce(Path::new(COLL), "mpi");
     assert_exact(&rows, &SIZES, &all);
@@ -272,8 +260,8 @@ fn mpirun_rooted_collectives_from_every_root_check_every_element() {
     if let Some(why) = dpdk_missing() {
         return skip(test, why);
     }
-    if mpirun_missing() {
-        return skip(test, "no mpirun (apt-get install openmpi-bin)");
+    if let Some(why) = mrc_tests::mpirun_missing() {
+        return skip(test, why);
     }
     for coll in ["broadcast", "reduce", "gather", "scatter"] {
         let args = [
@@ -302,8 +290,8 @@ fn mpirun_hypercube_checks_every_element() {
     if let Some(why) = dpdk_missing() {
         return skip(test, why);
     }
-    if mpirun_missing() {
-        return skip(test, "no mpirun (apt-get install openmpi-bin)");
+    if let Some(why) = mrc_tests::mpirun_missing() {
+        return skip(test, why);
     }
     let args = ["-b", "1K", "-e", "256K", "-f", "16", "-n", "1", "-w", "0"];
     let (all, rows) = mpirun_coll(Path::new(COLL), "hypercube", "hypercube", &args);
@@ -322,8 +310,8 @@ fn mpirun_with_the_mpi_bootstrap_checks_every_element() {
     if let Some(why) = dpdk_missing() {
         return skip(test, why);
     }
-    if mpirun_missing() {
-        return skip(test, "no mpirun (apt-get install openmpi-bin)");
+    if let Some(why) = mrc_tests::mpirun_missing() {
+        return skip(test, why);
     }
     let bin = match mpi_build() {
         Ok(b) => b,

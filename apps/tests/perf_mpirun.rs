@@ -14,10 +14,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use mrc_tests::{DpdkRuntimeDirs, Proc, free_port, runs, skip, unique};
+use mrc_tests::{DpdkRuntimeDirs, Proc, free_port, skip, unique};
 use serde_json::Value;
 
 const PERF: &str = env!("CARGO_BIN_EXE_mrc-perf");
@@ -28,7 +28,7 @@ const LIMIT: Duration = Duration::from_mins(4);
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+    mrc_tests::one_at_a_time(&SERIAL)
 }
 
 /// Why this machine cannot run the test, if it cannot.
@@ -39,21 +39,7 @@ fn missing() -> Option<&'static str> {
     if mrc_dpdk::DPDK_VERSION.is_none() {
         return Some("this build has no DPDK (install libdpdk-dev)");
     }
-    (!runs("mpirun", &["--version"])).then_some("no mpirun (apt-get install openmpi-bin)")
-}
-
-/// `mpirun` as the tests run it: as root, more ranks than cores, MPI's own traffic on loopback.
-fn mpirun() -> Command {
-    let mut c = Command::new("mpirun");
-    c.args(["--allow-run-as-root", "--oversubscribe"]).args([
-        "--mca",
-        "btl",
-        "self,tcp",
-        "--mca",
-        "btl_tcp_if_include",
-        "lo",
-    ]);
-    c
+    mrc_tests::mpirun_missing()
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -80,7 +66,7 @@ fn mpirun_perf(bin: &Path, tag: &str, args: &[&str]) -> (String, String, Value) 
         ]),
         "mrc-coll switch",
     );
-    let mut mpirun = mpirun();
+    let mut mpirun = mrc_tests::mpirun();
     mpirun
         .args(["-np", "4"])
         .arg(bin)
@@ -210,7 +196,7 @@ fn a_rank_with_other_parameters_is_named_and_every_rank_exits() {
         "-n",
         "10",
     ];
-    let mut mpirun = mpirun();
+    let mut mpirun = mrc_tests::mpirun();
     mpirun
         .args(["-np", "3", PERF])
         .args(common)

@@ -294,3 +294,29 @@ pub fn mpi_build(manifest_dir: &str, cargo: &str) -> Result<std::path::PathBuf, 
     }
     Ok(target.join("debug"))
 }
+
+/// `mpirun` as the tests run it: as root, more ranks than cores, MPI's own traffic on loopback.
+pub fn mpirun() -> Command {
+    let mut c = Command::new("mpirun");
+    c.args(["--allow-run-as-root", "--oversubscribe"]).args([
+        "--mca",
+        "btl",
+        "self,tcp",
+        "--mca",
+        "btl_tcp_if_include",
+        "lo",
+    ]);
+    c
+}
+
+/// Why this machine cannot run `mpirun`, if it cannot.
+pub fn mpirun_missing() -> Option<&'static str> {
+    (!runs("mpirun", &["--version"])).then_some("no mpirun (apt-get install openmpi-bin)")
+}
+
+/// One test of a file at a time (each is several busy processes on a small machine): hold the
+/// guard of the file's `static ONE: Mutex<()>` while the test runs; a test that failed with
+/// it leaves it usable.
+pub fn one_at_a_time(m: &'static std::sync::Mutex<()>) -> std::sync::MutexGuard<'static, ()> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
