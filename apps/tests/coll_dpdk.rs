@@ -186,17 +186,10 @@ fn assert_rank_textfiles(dir: &Path, ranks: usize, all: &str) {
     use mrc_tests::prometheus::values;
     for r in 0..ranks {
         let path = dir.join(format!("mrc-coll-r{r}.prom"));
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}\n{all}", path.display()));
-        let host = format!("host=\"h{r}\"");
-        let rx: f64 = values(&text, "mrc_port_rcv_data_bytes_total", &[&host])
-            .iter()
-            .sum();
+        let (text, rx, alone) = mrc_tests::prometheus::rank_textfile(&path, r, all);
         assert!(rx > 0.0, "rank {r} received nothing:\n{text}");
         assert!(
-            text.lines()
-                .filter(|l| l.starts_with("mrc_port_"))
-                .all(|l| l.contains(&host)),
+            alone,
             "rank {r}'s file holds another rank's counters:\n{text}"
         );
         for size in SIZES {

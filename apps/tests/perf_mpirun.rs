@@ -261,24 +261,16 @@ fn mpirun_sync_bursts_report_every_flows_start() {
 /// Rank r's DIR/mrc-perf-rR.prom: its own host's engine counters (`host="hR"`, which received
 /// the ring's data) and no other host's.
 fn assert_rank_textfiles(dir: &Path, ranks: usize, out: &str) {
-    use mrc_tests::prometheus::values;
     for r in 0..ranks {
         let path = dir.join(format!("mrc-perf-r{r}.prom"));
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}\n{out}", path.display()));
-        let host = format!("host=\"h{r}\"");
-        let rx: f64 = values(&text, "mrc_port_rcv_data_bytes_total", &[&host])
-            .iter()
-            .sum();
+        let (text, rx, alone) = mrc_tests::prometheus::rank_textfile(&path, r, out);
         assert_eq!(
             rx,
             10.0 * 8192.0,
             "rank {r}: the ring's 10 messages in:\n{text}"
         );
         assert!(
-            text.lines()
-                .filter(|l| l.starts_with("mrc_port_"))
-                .all(|l| l.contains(&host)),
+            alone,
             "rank {r}'s file holds another host's counters:\n{text}"
         );
     }

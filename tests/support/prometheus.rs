@@ -57,6 +57,24 @@ pub fn values(text: &str, name: &str, labels: &[&str]) -> Vec<f64> {
         .collect()
 }
 
+/// What rank `r` of a multi-process run wrote to its textfile `path` (`--metrics-textfile`):
+/// the exposition, the payload bytes its own host received (`mrc_port_rcv_data_bytes_total`
+/// with `host="hR"`, all planes), and whether every `mrc_port_*` sample is its own host's.
+/// A missing file panics, naming it, with `context` (the run's output).
+pub fn rank_textfile(path: &Path, r: usize, context: &str) -> (String, f64, bool) {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{context}", path.display()));
+    let host = format!("host=\"h{r}\"");
+    let rx = values(&text, "mrc_port_rcv_data_bytes_total", &[&host])
+        .iter()
+        .sum();
+    let alone = text
+        .lines()
+        .filter(|l| l.starts_with("mrc_port_"))
+        .all(|l| l.contains(&host));
+    (text, rx, alone)
+}
+
 /// `method path` with `body` on `addr` (HTTP/1.0, e.g. a `PUT` of exposition text to a
 /// Pushgateway): the status code and the answer's body.
 pub fn http_send(

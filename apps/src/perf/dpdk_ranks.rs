@@ -272,16 +272,13 @@ impl RanksBackend {
 
     /// What this rank's sinks publish of the run's counters: its own host alone (every rank
     /// has every host's plane rows for the report; each host's series are its own rank's).
-    pub fn own_counters(&self, all: &Snapshot) -> Snapshot {
-        Snapshot {
+    /// `None` when the pattern gives this rank no flow: its NIC's samples stand.
+    pub fn own_counters(&self, all: &Snapshot) -> Option<Snapshot> {
+        let own = all.hosts.iter().find(|h| h.host as usize == self.rank)?;
+        Some(Snapshot {
             at_ns: all.at_ns,
-            hosts: all
-                .hosts
-                .iter()
-                .filter(|h| h.host as usize == self.rank)
-                .cloned()
-                .collect(),
-        }
+            hosts: vec![own.clone()],
+        })
     }
 
     /// This rank's index in the wiring (`None`: the pattern gives it no flow).

@@ -32,6 +32,7 @@ pub mod settings;
 pub mod sim_backend;
 pub mod traffic;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::metrics::Exporter;
@@ -93,11 +94,12 @@ impl Backend {
     }
 
     /// What this process's telemetry publishes of the run's counters: every host it runs
-    /// (under mpirun, its own host alone).
-    fn own_counters<'a>(&self, all: &'a Snapshot) -> std::borrow::Cow<'a, Snapshot> {
+    /// (under mpirun, its own host alone; `None` for a rank without a flow, whose samples of
+    /// its NIC stand).
+    fn own_counters<'a>(&self, all: &'a Snapshot) -> Option<Cow<'a, Snapshot>> {
         match self {
-            Self::Ranks(b) => std::borrow::Cow::Owned(b.own_counters(all)),
-            _ => std::borrow::Cow::Borrowed(all),
+            Self::Ranks(b) => b.own_counters(all).map(Cow::Owned),
+            _ => Some(Cow::Borrowed(all)),
         }
     }
 }
@@ -199,7 +201,9 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
             if s.test == TestKind::WriteLat {
                 observe_latency(t.exporter(), &o);
             }
-            t.publish(&backend.own_counters(&out.counters));
+            if let Some(own) = backend.own_counters(&out.counters) {
+                t.publish(&own);
+            }
         }
         if let Some(c) = &o.check {
             out.check.get_or_insert_default().add(c);
@@ -235,7 +239,10 @@ pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     }
     if let Some(t) = &telemetry {
         // Failures are on stderr already; a telemetry failure does not fail the run.
-        let _ = t.finish(&backend.own_counters(&out.counters));
+        let own = backend
+            .own_counters(&out.counters)
+            .unwrap_or_else(|| Cow::Owned(t.exporter().last()));
+        let _ = t.finish(&own);
     }
     if let Some(last) = out.patterns.last().filter(|_| lead) {
         let svg = s.matrix_svg.clone().or_else(|| {
