@@ -65,6 +65,20 @@ impl Crc32 {
         self.state = path::update_copy(path::Path::Best, self.state, dst, src);
     }
 
+    /// Fold `head`, then `data`: as two [`update`](Self::update)s, but one pass without the
+    /// reduction between them (a frame's headers, then its payload: issue #13).
+    #[inline]
+    pub fn update_after(&mut self, head: &[u8], data: &[u8]) {
+        self.state = path::update_after(path::Path::Best, self.state, head, data);
+    }
+
+    /// Fold `head`, then copy `src` into `dst` (same length, panics otherwise) and fold it: as
+    /// [`update`](Self::update) then [`update_copy`](Self::update_copy), one reduction.
+    #[inline]
+    pub fn update_copy_after(&mut self, head: &[u8], dst: &mut [u8], src: &[u8]) {
+        self.state = path::update_copy_after(path::Path::Best, self.state, head, dst, src);
+    }
+
     /// The CRC of all the bytes fed (`crc32fast::hash` of them).
     pub fn finalize(self) -> u32 {
         self.state
@@ -163,6 +177,69 @@ pub mod path {
         }
     }
 
+    /// `state` continued over `head`, then `data`, with one reduction where both are a fold's.
+    #[inline]
+    pub fn update_after(path: Path, state: u32, head: &[u8], data: &[u8]) -> u32 {
+        match path {
+            Path::Table | Path::Crc32fast => update(path, update(path, state, head), data),
+            _ => fold_after::<false>(path, state, head, &mut [], data),
+        }
+    }
+
+    /// `state` continued over `head`, then over `src`, which is copied into `dst` (same
+    /// length, panics otherwise), with one reduction where both are a fold's.
+    #[inline]
+    pub fn update_copy_after(
+        path: Path,
+        state: u32,
+        head: &[u8],
+        dst: &mut [u8],
+        src: &[u8],
+    ) -> u32 {
+        assert_eq!(
+            dst.len(),
+            src.len(),
+            "Crc32::update_copy_after: dst and src differ in length"
+        );
+        match path {
+            Path::Table | Path::Crc32fast => update_copy(path, update(path, state, head), dst, src),
+            _ => fold_after::<true>(path, state, head, dst, src),
+        }
+    }
+
+    #[inline]
+    fn fold_after<const COPY: bool>(
+        path: Path,
+        state: u32,
+        head: &[u8],
+        dst: &mut [u8],
+        src: &[u8],
+    ) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::x86;
+            if head.len() >= FOLD_MIN_BYTES && src.len() >= FOLD_MIN_BYTES {
+                if let Some(raw) = x86::fold_after::<COPY>(at_most(path), !state, head, dst, src) {
+                    return !raw;
+                }
+            }
+        }
+        // A piece too short for a fold (or no fold on this CPU): one piece at a time.
+        let state = fold::<false>(path, state, &mut [], head);
+        fold::<COPY>(path, state, dst, src)
+    }
+
+    /// The widest fold a path may take.
+    #[cfg(target_arch = "x86_64")]
+    fn at_most(path: Path) -> crate::x86::Level {
+        use crate::x86::Level;
+        match path {
+            Path::Pclmul => Level::Pclmul,
+            Path::Avx2 => Level::Avx2,
+            _ => Level::Avx512,
+        }
+    }
+
     #[inline]
     fn fold<const COPY: bool>(path: Path, state: u32, dst: &mut [u8], src: &[u8]) -> u32 {
         #[cfg(target_arch = "x86_64")]
@@ -177,12 +254,7 @@ pub mod path {
                 }
                 return !table::update_raw(!state, src);
             }
-            let at_most = match path {
-                Path::Pclmul => Level::Pclmul,
-                Path::Avx2 => Level::Avx2,
-                _ => Level::Avx512,
-            };
-            match x86::fold::<COPY>(at_most, !state, dst, src) {
+            match x86::fold::<COPY>(at_most(path), !state, dst, src) {
                 Some(raw) => !raw,
                 None => update_copy_fallback::<COPY>(state, dst, src),
             }

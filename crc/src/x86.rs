@@ -111,13 +111,107 @@ pub(crate) fn fold<const COPY: bool>(
         // Safety: the CPU has PCLMULQDQ, SSE4.1 and SSSE3 (detected); `src` holds `len`
         // readable bytes and, when COPY, `dst` as many writable ones (checked above), and
         // they do not overlap (a shared and a unique borrow).
-        Level::Pclmul => Some(unsafe { fold_128::<COPY>(crc, src.as_ptr(), dst, src.len()) }),
+        Level::Pclmul => Some(unsafe { whole_128::<COPY>(crc, src.as_ptr(), dst, src.len()) }),
         // Safety: as above, and the CPU has AVX2 and VPCLMULQDQ (detected).
-        Level::Avx2 => Some(unsafe { fold_256::<COPY>(crc, src.as_ptr(), dst, src.len()) }),
+        Level::Avx2 => Some(unsafe { whole_256::<COPY>(crc, src.as_ptr(), dst, src.len()) }),
         // Safety: as above, and the CPU has AVX-512 F/VL/BW and VPCLMULQDQ (detected).
-        Level::Avx512 => Some(unsafe { fold_512::<COPY>(crc, src.as_ptr(), dst, src.len()) }),
+        Level::Avx512 => Some(unsafe { whole_512::<COPY>(crc, src.as_ptr(), dst, src.len()) }),
     }
 }
+
+/// [`fold`] over `head`, then over `src` (copied into `dst` when COPY), with one reduction at
+/// the end instead of one per piece: the 128-bit remainder after `head` moves on 128 bits and
+/// seeds `src`'s first block, as the folds' own blocks do. `head.len() >= 16`,
+/// `src.len() >= 16`.
+pub(crate) fn fold_after<const COPY: bool>(
+    at_most: Level,
+    crc: u32,
+    head: &[u8],
+    dst: &mut [u8],
+    src: &[u8],
+) -> Option<u32> {
+    assert!(
+        head.len() >= 16 && src.len() >= 16,
+        "the folds take at least one block"
+    );
+    assert!(
+        !COPY || dst.len() == src.len(),
+        "dst and src differ in length"
+    );
+    let dst = dst.as_mut_ptr();
+    let (h, hl, s, sl) = (head.as_ptr(), head.len(), src.as_ptr(), src.len());
+    match level().min(at_most) {
+        Level::None => None,
+        // Safety: as in `fold`, for both pieces; `head` is only read (COPY is false for it,
+        // so its `dst` is never written).
+        Level::Pclmul => Some(unsafe { after_128::<COPY>(crc, h, hl, s, dst, sl) }),
+        // Safety: as above, and the CPU has AVX2 and VPCLMULQDQ (detected).
+        Level::Avx2 => Some(unsafe { after_256::<COPY>(crc, h, hl, s, dst, sl) }),
+        // Safety: as above, and the CPU has AVX-512 F/VL/BW and VPCLMULQDQ (detected).
+        Level::Avx512 => Some(unsafe { after_512::<COPY>(crc, h, hl, s, dst, sl) }),
+    }
+}
+
+/// One kernel's whole CRC and the two-piece one, for a kernel's feature set: `$kernel` folds
+/// a piece from a 128-bit seed to its 128-bit remainder.
+macro_rules! entry_points {
+    ($features:literal, $whole:ident, $after:ident, $kernel:ident) => {
+        /// # Safety
+        /// The CPU has the features; `src[..len]` readable, `len >= 16`; when COPY,
+        /// `dst[..len]` writable.
+        #[target_feature(enable = $features)]
+        unsafe fn $whole<const COPY: bool>(
+            crc: u32,
+            src: *const u8,
+            dst: *mut u8,
+            len: usize,
+        ) -> u32 {
+            // Safety: the caller's contract.
+            reduce(unsafe { $kernel::<COPY>(_mm_cvtsi32_si128(crc as i32), src, dst, len) })
+        }
+
+        /// # Safety
+        /// The CPU has the features; `head[..head_len]` and `src[..len]` readable, both
+        /// lengths `>= 16`; when COPY, `dst[..len]` writable.
+        #[target_feature(enable = $features)]
+        unsafe fn $after<const COPY: bool>(
+            crc: u32,
+            head: *const u8,
+            head_len: usize,
+            src: *const u8,
+            dst: *mut u8,
+            len: usize,
+        ) -> u32 {
+            // Safety: the caller's contract; `head` is only read (COPY false, null `dst`
+            // never written).
+            let x = unsafe {
+                $kernel::<false>(
+                    _mm_cvtsi32_si128(crc as i32),
+                    head,
+                    core::ptr::null_mut(),
+                    head_len,
+                )
+            };
+            let seed = fold_by(x, pair(FOLD_128));
+            // Safety: the caller's contract.
+            reduce(unsafe { $kernel::<COPY>(seed, src, dst, len) })
+        }
+    };
+}
+
+entry_points!("pclmulqdq,sse4.1,ssse3", whole_128, after_128, fold_128);
+entry_points!(
+    "avx2,vpclmulqdq,pclmulqdq,sse4.1,ssse3",
+    whole_256,
+    after_256,
+    fold_256
+);
+entry_points!(
+    "avx512f,avx512vl,avx512bw,vpclmulqdq,pclmulqdq,sse4.1,ssse3",
+    whole_512,
+    after_512,
+    fold_512
+);
 
 // ---- 128-bit ----------------------------------------------------------------------------
 
@@ -155,12 +249,20 @@ unsafe fn load<const COPY: bool>(src: *const u8, dst: *mut u8, off: usize) -> __
     }
 }
 
+/// The 128-bit remainder of `src` (copied into `dst` when COPY) after `seed`, which is XORed
+/// into its first block: the CRC register there, or the remainder of bytes before, moved on
+/// 128 bits. [`reduce`] makes it a register.
+///
 /// # Safety
 /// The CPU has PCLMULQDQ, SSE4.1, SSSE3; `src[..len]` readable, `len >= 16`; when COPY,
 /// `dst[..len]` writable.
 #[target_feature(enable = "pclmulqdq,sse4.1,ssse3")]
-unsafe fn fold_128<const COPY: bool>(crc: u32, src: *const u8, dst: *mut u8, len: usize) -> u32 {
-    let seed = _mm_cvtsi32_si128(crc as i32);
+unsafe fn fold_128<const COPY: bool>(
+    seed: __m128i,
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+) -> __m128i {
     let mut p;
     let x;
     // Safety: every `load` below has `p + 16 <= len` (the loop conditions; `len >= 64` for
@@ -194,7 +296,7 @@ unsafe fn fold_128<const COPY: bool>(crc: u32, src: *const u8, dst: *mut u8, len
     }
 }
 
-/// Fold the blocks left after `p` into `x`, then the partial block, then reduce.
+/// Fold the blocks left after `p` into `x`, then the partial block: the remainder.
 ///
 /// # Safety
 /// As `fold_128`, and `16 <= len`, `p <= len`.
@@ -206,7 +308,7 @@ unsafe fn finish<const COPY: bool>(
     dst: *mut u8,
     mut p: usize,
     len: usize,
-) -> u32 {
+) -> __m128i {
     let k128 = pair(FOLD_128);
     while len - p >= 16 {
         // Safety: `p + 16 <= len`.
@@ -231,7 +333,7 @@ unsafe fn finish<const COPY: bool>(
             x = _mm_xor_si128(fold_by(head, k128), rest);
         }
     }
-    reduce(x)
+    x
 }
 
 /// `SHIFT[t..t + 16]` moves a register's bytes up by 16 - t (zeros in), `SHIFT[16 + t..]`
@@ -308,22 +410,23 @@ avx2! {
     }
 
     /// Two lanes per register, four registers (eight blocks in flight): the 128-bit fold's
-    /// method on twice the width, for CPUs with VPCLMULQDQ but not AVX-512.
+    /// method on twice the width, for CPUs with VPCLMULQDQ but not AVX-512. The remainder, as
+    /// [`fold_128`].
     ///
     /// # Safety
     /// The CPU has the features; `src[..len]` readable, `len >= 16`; when COPY, `dst[..len]`
     /// writable.
     unsafe fn fold_256<const COPY: bool>(
-        crc: u32,
+        seed: __m128i,
         src: *const u8,
         dst: *mut u8,
         len: usize,
-    ) -> u32 {
+    ) -> __m128i {
         if len < AVX2_MIN_BYTES {
             // Safety: the same contract, and these features include fold_128's.
-            return unsafe { fold_128::<COPY>(crc, src, dst, len) };
+            return unsafe { fold_128::<COPY>(seed, src, dst, len) };
         }
-        let seed = _mm256_zextsi128_si256(_mm_cvtsi32_si128(crc as i32));
+        let seed = _mm256_zextsi128_si256(seed);
         let k256 = _mm256_broadcastsi128_si256(pair(FOLD_256));
         let mut p;
         let mut y;
@@ -415,20 +518,22 @@ avx512! {
         }
     }
 
+    /// Four 512-bit accumulators from 256 bytes, one from 128; the remainder, as [`fold_128`].
+    ///
     /// # Safety
     /// The CPU has the features; `src[..len]` readable, `len >= 16`; when COPY, `dst[..len]`
     /// writable.
     unsafe fn fold_512<const COPY: bool>(
-        crc: u32,
+        seed: __m128i,
         src: *const u8,
         dst: *mut u8,
         len: usize,
-    ) -> u32 {
+    ) -> __m128i {
         if len < AVX512_MIN_BYTES {
             // Safety: the same contract, and these features include fold_128's.
-            return unsafe { fold_128::<COPY>(crc, src, dst, len) };
+            return unsafe { fold_128::<COPY>(seed, src, dst, len) };
         }
-        let seed = _mm512_zextsi128_si512(_mm_cvtsi32_si128(crc as i32));
+        let seed = _mm512_zextsi128_si512(seed);
         let k512 = _mm512_broadcast_i32x4(pair(FOLD_512));
         let mut p;
         let mut y;

@@ -182,6 +182,55 @@ fn update_copy_copies_and_matches_at_every_length_and_alignment() {
     }
 }
 
+/// `update_after` and `update_copy_after` (one reduction for a frame's headers and its
+/// payload, issue #13) equal the two pieces fed one after the other, on every path, for every
+/// head length up to 300 against payloads of every length up to 300 and beyond, and every
+/// alignment of the copy; the copy touches no byte outside `dst`.
+#[test]
+fn two_pieces_with_one_reduction_match_crc32fast() {
+    const GUARD: u8 = 0x5A;
+    let data = bytes(2 * MAX_LEN + ALIGNS, 8);
+    let src = Aligned::new(&data);
+    let mut dst = vec![0u8; MAX_LEN + 3 * ALIGNS];
+    let paths = paths();
+    let lens: Vec<usize> = (0..=300)
+        .chain([511, 512, 1024, 4096, 4111, MAX_LEN])
+        .collect();
+    for (i, head_len) in (0..=300usize).cycle().take(lens.len() * 3).enumerate() {
+        let len = lens[i % lens.len()];
+        let (sa, da) = [(0, 0), (1, 0), (0, 7), (13, 50)][i % 4];
+        let head = &data[MAX_LEN..MAX_LEN + head_len];
+        let s = src.at(sa, len);
+        let mut want = crc32fast::Hasher::new_with_initial(0x1234_5678);
+        want.update(head);
+        want.update(s);
+        let want = want.finalize();
+        for &p in &paths {
+            assert_eq!(
+                path::update_after(p, 0x1234_5678, head, s),
+                want,
+                "{p:?} head {head_len} len {len}"
+            );
+            dst.fill(GUARD);
+            let d = dst.as_mut_ptr().align_offset(ALIGNS) + da;
+            let st = path::update_copy_after(p, 0x1234_5678, head, &mut dst[d..d + len], s);
+            assert_eq!(st, want, "{p:?} copy, head {head_len} len {len} {sa}/{da}");
+            assert_eq!(&dst[d..d + len], s, "{p:?} copy, head {head_len} len {len}");
+            assert!(
+                dst[..d].iter().chain(&dst[d + len..]).all(|&b| b == GUARD),
+                "{p:?} wrote outside dst, head {head_len} len {len}"
+            );
+        }
+    }
+    let mut c = Crc32::new();
+    let mut out = [0u8; 9];
+    c.update_copy_after(b"1234", &mut out[..5], b"56789");
+    assert_eq!(c.finalize(), 0xCBF4_3926);
+    let mut c = Crc32::new();
+    c.update_after(b"1234", b"56789");
+    assert_eq!(c.finalize(), 0xCBF4_3926);
+}
+
 #[test]
 #[should_panic(expected = "differ in length")]
 fn update_copy_refuses_different_lengths() {

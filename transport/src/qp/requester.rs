@@ -346,6 +346,7 @@ impl Qp {
             self.fail(status, Some(abs), ctx);
             return TxOutcome::Idle;
         }
+        let crc = crc.finish();
         layout.finish_from(buf, &cfg.wire, crc);
 
         // Commit. A first packet into an empty flight starts its timers; so does a

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::verbs::{MrTable, SendOpcode, SendWr, Sge, VerbsError};
-use crate::wire::icrc::Crc;
+use crate::wire::icrc::Running;
 
 /// One posted send work request.
 #[derive(Debug, Clone, Copy, Default)]
@@ -185,7 +185,7 @@ impl SendQueue {
         offset: u64,
         dst: &mut [u8],
         mrs: &MrTable,
-        crc: &mut Crc,
+        crc: &mut Running<'_>,
     ) -> Result<(), VerbsError> {
         let i = self.index(abs);
         let sges =
@@ -307,14 +307,27 @@ mod tests {
         assert_eq!(sq.slot(0).packets, 3);
         assert_eq!(sq.slot(0).rqmsn, 0);
         let mut out = [0u8; 4];
-        sq.gather(0, 4, &mut out, &mrs, &mut Crc::new()).unwrap();
+        sq.gather(
+            0,
+            4,
+            &mut out,
+            &mrs,
+            &mut Running::new(Default::default(), &[]),
+        )
+        .unwrap();
         assert_eq!(
             out,
             [4, 0x80, 0x81, 0x82],
             "crosses from the first SGE to the second"
         );
         assert_eq!(
-            sq.gather(0, 10, &mut out, &mrs, &mut Crc::new()),
+            sq.gather(
+                0,
+                10,
+                &mut out,
+                &mrs,
+                &mut Running::new(Default::default(), &[])
+            ),
             Err(VerbsError::OutOfBounds)
         );
         for seq in 10..13 {

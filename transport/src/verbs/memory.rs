@@ -3,7 +3,7 @@
 //! relaxed atomic, copied at memcpy speed by the one fenced module `nic/src/memory/racy.rs`;
 //! no `unsafe` in the engine).
 
-use crate::wire::icrc::Crc;
+use crate::wire::icrc::Running;
 
 /// The bytes of one memory region.
 ///
@@ -28,7 +28,7 @@ pub trait Memory: Send {
     /// [`read`](Memory::read), and run the ICRC over the bytes read: a sender gathers payload
     /// into its frame and checksums it in one pass where the memory allows (issue #13). The
     /// default reads, then checksums `dst`.
-    fn read_crc(&self, offset: usize, dst: &mut [u8], crc: &mut Crc) {
+    fn read_crc(&self, offset: usize, dst: &mut [u8], crc: &mut Running<'_>) {
         self.read(offset, dst);
         crc.update(dst);
     }
@@ -50,7 +50,7 @@ impl Memory for Vec<u8> {
     fn write(&mut self, offset: usize, src: &[u8]) {
         self[offset..offset + src.len()].copy_from_slice(src);
     }
-    fn read_crc(&self, offset: usize, dst: &mut [u8], crc: &mut Crc) {
+    fn read_crc(&self, offset: usize, dst: &mut [u8], crc: &mut Running<'_>) {
         crc.update_copy(dst, &self[offset..offset + dst.len()]);
     }
     fn as_slice(&self) -> Option<&[u8]> {
@@ -68,7 +68,7 @@ impl Memory for Box<[u8]> {
     fn write(&mut self, offset: usize, src: &[u8]) {
         self[offset..offset + src.len()].copy_from_slice(src);
     }
-    fn read_crc(&self, offset: usize, dst: &mut [u8], crc: &mut Crc) {
+    fn read_crc(&self, offset: usize, dst: &mut [u8], crc: &mut Running<'_>) {
         crc.update_copy(dst, &self[offset..offset + dst.len()]);
     }
     fn as_slice(&self) -> Option<&[u8]> {

@@ -5,7 +5,7 @@ use core::fmt;
 
 use super::{Access, Memory, PdHandle, VerbsError};
 use crate::slab::Slab;
-use crate::wire::icrc::Crc;
+use crate::wire::icrc::Running;
 
 /// Keys of a registered region. The lkey names it in local scatter/gather entries, the rkey in
 /// a peer's RETH. Both carry a slot index and a generation, so a deregistered region's keys
@@ -159,7 +159,7 @@ impl MrTable {
         lkey: u32,
         va: u64,
         dst: &mut [u8],
-        crc: &mut Crc,
+        crc: &mut Running<'_>,
     ) -> Result<(), VerbsError> {
         let (mr, offset) = self.local(lkey, va, dst.len())?;
         mr.memory.read_crc(offset, dst, crc);

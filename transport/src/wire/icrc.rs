@@ -34,24 +34,179 @@ pub const ICRC_MIN_COVERED: usize = IPV6_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN;
 /// offers (`mrc-crc`: 512-bit VPCLMULQDQ folds, fused with the payload copy).
 pub type Crc = mrc_crc::Crc32;
 
+/// A sender's ICRC over a frame's headers (`head`, already written, not yet folded) and then
+/// its payload, gathered piece by piece: the first piece is folded after the headers with one
+/// reduction for both (`mrc_crc`'s `update_after`; issue #13, "ICRC cheaply").
+#[derive(Debug)]
+pub struct Running<'h> {
+    crc: Crc,
+    head: &'h [u8],
+}
+
+impl<'h> Running<'h> {
+    /// `crc` continued over `head` when the first bytes come (or at [`finish`](Self::finish)).
+    pub fn new(crc: Crc, head: &'h [u8]) -> Self {
+        Self { crc, head }
+    }
+
+    /// Fold `data` in (after the headers, if they are still pending).
+    #[inline]
+    pub fn update(&mut self, data: &[u8]) {
+        match core::mem::take(&mut self.head) {
+            [] => self.crc.update(data),
+            head => self.crc.update_after(head, data),
+        }
+    }
+
+    /// Copy `src` into `dst` (same length) and fold it in (after the pending headers).
+    #[inline]
+    pub fn update_copy(&mut self, dst: &mut [u8], src: &[u8]) {
+        match core::mem::take(&mut self.head) {
+            [] => self.crc.update_copy(dst, src),
+            head => self.crc.update_copy_after(head, dst, src),
+        }
+    }
+
+    /// The CRC of everything fed, the headers included.
+    #[inline]
+    pub fn finish(mut self) -> Crc {
+        if !self.head.is_empty() {
+            self.crc.update(self.head);
+        }
+        self.crc
+    }
+}
+
 /// Bytes of the masked block: the LRH stand-in, IPv6, UDP and BTH.
+#[cfg(test)]
 const MASKED_LEN: usize = 8 + IPV6_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN;
 
 /// The ICRC of `covered`: the (inner) IPv6 header through the end of payload and pad,
-/// without the ICRC trailer itself.
+/// without the ICRC trailer itself. One CRC pass over the bytes as they are ([`start`]).
 pub fn compute(covered: &[u8]) -> Result<u32> {
     check_len(covered, ICRC_MIN_COVERED, "ICRC-covered headers")?;
-    let mut crc = masked_headers(covered);
-    crc.update(&covered[ICRC_MIN_COVERED..]);
+    let mut crc = start(covered);
+    crc.update(covered);
     Ok(crc.finalize())
 }
 
-/// The CRC after the LRH stand-in and the masked IPv6 | UDP | BTH at the start of `covered`
-/// (at least [`ICRC_MIN_COVERED`] bytes; callers check): the state the ICRC continues from
-/// over the rest of the headers, the payload and the pad. The whole masked block goes to the
-/// CRC in one piece (68 bytes), not one update per header.
+/// The CRC to run over `covered` **as it is** (its first byte on; at least
+/// [`ICRC_MIN_COVERED`] bytes, callers check) so that it ends at the ICRC: the state after the
+/// LRH stand-in, adjusted for the masked fields (issue #13, "ICRC cheaply": one pass over the
+/// contiguous frame, no masked copy of the headers and no CRC reduction between them and the
+/// payload).
+///
+/// Why it works: the CRC register is linear over GF(2). Masking XORs a delta `d` into a byte
+/// at offset `p` of `covered`; that changes the register right after byte `p` by `T[d]` (the
+/// CRC table), and every byte after moves it on alike. The same change comes from XORing
+/// `A^-(p+1)(T[d])` into the register before byte 0, where `A` is the register's step over one
+/// zero byte (invertible: the table's top bytes are a permutation of 0..=255). [`ADJUST`]
+/// holds those values for the eight masked byte offsets, so the start costs eight lookups.
 #[inline]
-pub fn masked_headers(covered: &[u8]) -> Crc {
+pub fn start(covered: &[u8]) -> Crc {
+    let h = &covered[..ICRC_MIN_COVERED];
+    let mut raw = AFTER_LRH;
+    for (i, &(at, mask)) in MASKED.iter().enumerate() {
+        // The delta masking XORs in: the mask's bits the byte does not have set already.
+        raw ^= ADJUST[i][usize::from(mask & !h[at])];
+    }
+    Crc::from_state(!raw)
+}
+
+/// The masked bytes of IPv6 | UDP | BTH (offsets from the IPv6 header) and the bits set:
+/// traffic class and flow label, hop limit, the UDP checksum, BTH resv8a (FECN/BECN).
+const MASKED: [(usize, u8); 8] = {
+    let udp = IPV6_HEADER_LEN;
+    let bth = udp + UDP_HEADER_LEN;
+    [
+        (0, 0x0f),
+        (1, 0xff),
+        (2, 0xff),
+        (3, 0xff),
+        (7, 0xff),
+        (udp + 6, 0xff),
+        (udp + 7, 0xff),
+        (bth + 4, 0xff),
+    ]
+};
+
+/// The CRC-32 table, reflected (`T[b]`: the register after byte `b` from zero).
+const TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut r = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            r = if r & 1 == 1 {
+                (r >> 1) ^ 0xEDB8_8320
+            } else {
+                r >> 1
+            };
+            k += 1;
+        }
+        t[i] = r;
+        i += 1;
+    }
+    t
+};
+
+/// `TOP[x]`: the byte `b` whose `TABLE[b]` has top byte `x` (a permutation).
+const TOP: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[(TABLE[b] >> 24) as usize] = b as u8;
+        b += 1;
+    }
+    t
+};
+
+/// The register before one zero byte that leaves `r` after it: `A^-1(r)`, where
+/// `A(r) = (r >> 8) ^ TABLE[r & 0xff]`.
+const fn unstep(r: u32) -> u32 {
+    let low = TOP[(r >> 24) as usize];
+    ((r ^ TABLE[low as usize]) << 8) | low as u32
+}
+
+/// The raw register after the LRH stand-in (8 bytes of 0xFF) from the CRC's initial one.
+const AFTER_LRH: u32 = {
+    let mut r = !0u32;
+    let mut i = 0;
+    while i < 8 {
+        r = (r >> 8) ^ TABLE[((r ^ 0xff) & 0xff) as usize];
+        i += 1;
+    }
+    r
+};
+
+/// `ADJUST[i][d]`: what a delta `d` at masked offset `MASKED[i].0` does, moved to the
+/// register before byte 0 (see [`start`]).
+static ADJUST: [[u32; 256]; 8] = {
+    let mut a = [[0u32; 256]; 8];
+    let mut i = 0;
+    while i < 8 {
+        let at = MASKED[i].0;
+        let mut d = 0;
+        while d < 256 {
+            let mut r = TABLE[d];
+            let mut k = 0;
+            while k <= at {
+                r = unstep(r);
+                k += 1;
+            }
+            a[i][d] = r;
+            d += 1;
+        }
+        i += 1;
+    }
+    a
+};
+
+/// The CRC after the LRH stand-in and the masked IPv6 | UDP | BTH at the start of `covered`,
+/// from a masked copy: the reference [`start`] is checked against.
+#[cfg(test)]
+fn masked_headers(covered: &[u8]) -> Crc {
     let mut m = [0u8; MASKED_LEN];
     m[..8].fill(0xff);
     m[8..].copy_from_slice(&covered[..ICRC_MIN_COVERED]);
@@ -62,7 +217,7 @@ pub fn masked_headers(covered: &[u8]) -> Crc {
 }
 
 /// Set the variant fields of IPv6 | UDP | BTH (60 bytes) to ones.
-#[inline(always)]
+#[cfg(test)]
 fn mask(h: &mut [u8]) {
     h[0] |= 0x0f; // traffic class, upper nibble
     h[1..4].fill(0xff); // traffic class, lower nibble + flow label
@@ -176,6 +331,31 @@ mod tests {
         let mut trailer = [0u8; ICRC_LEN];
         write(crc, &mut trailer);
         assert_eq!(trailer, [0x82, 0xfd, 0x00, 0x2a]);
+    }
+
+    /// The adjusted start over the bytes as they are equals the CRC of the masked copy, for
+    /// every value of every masked byte and random headers and payloads.
+    #[test]
+    fn start_over_the_bytes_as_they_are_equals_the_masked_copy() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..2000usize {
+            let len = ICRC_MIN_COVERED + (next() % 200) as usize;
+            let mut v: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            // Every value of one masked byte in turn, on top of random bytes.
+            let (at, _) = MASKED[round % MASKED.len()];
+            v[at] = (round / MASKED.len()) as u8;
+            let mut reference = masked_headers(&v);
+            reference.update(&v[ICRC_MIN_COVERED..]);
+            let mut crc = start(&v);
+            crc.update(&v);
+            assert_eq!(crc.finalize(), reference.finalize(), "round {round}");
+        }
     }
 
     #[test]

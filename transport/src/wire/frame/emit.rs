@@ -167,17 +167,19 @@ impl FrameLayout {
     pub fn finish(&self, buf: &mut [u8], cfg: &WireConfig) {
         let mut crc = self.icrc_before_payload(buf);
         crc.update(&buf[self.payload.clone()]);
+        let crc = crc.finish();
         self.finish_from(buf, cfg, crc);
     }
 
-    /// The ICRC over every header of the frame `emit` wrote into `buf`, before the payload:
-    /// a sender that copies the payload in continues it over the bytes it copies (one pass,
-    /// [`icrc::Crc`]), then calls [`finish_from`](Self::finish_from).
+    /// The ICRC over every header of the frame `emit` wrote into `buf` (which holds at least
+    /// the headers), before the payload: a sender that copies the payload in continues it
+    /// over the bytes it copies, the headers and the first piece in one pass
+    /// ([`icrc::Running`]), then calls [`finish_from`](Self::finish_from) with what
+    /// [`finish`](icrc::Running::finish) returns.
     #[inline]
-    pub fn icrc_before_payload(&self, buf: &[u8]) -> icrc::Crc {
-        let mut crc = icrc::masked_headers(&buf[self.icrc_from..]);
-        crc.update(&buf[self.icrc_from + icrc::ICRC_MIN_COVERED..self.payload.start]);
-        crc
+    pub fn icrc_before_payload<'b>(&self, buf: &'b [u8]) -> icrc::Running<'b> {
+        let covered = &buf[self.icrc_from..self.payload.start];
+        icrc::Running::new(icrc::start(covered), covered)
     }
 
     /// [`finish`](Self::finish) with the ICRC already run over the headers and the payload
