@@ -218,10 +218,11 @@ pub mod path {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::x86;
-            if head.len() >= FOLD_MIN_BYTES && src.len() >= FOLD_MIN_BYTES {
-                if let Some(raw) = x86::fold_after::<COPY>(at_most(path), !state, head, dst, src) {
-                    return !raw;
-                }
+            if head.len() >= FOLD_MIN_BYTES
+                && src.len() >= FOLD_MIN_BYTES
+                && let Some(raw) = x86::fold_after::<COPY>(at_most(path), !state, head, dst, src)
+            {
+                return !raw;
             }
         }
         // A piece too short for a fold (or no fold on this CPU): one piece at a time.
