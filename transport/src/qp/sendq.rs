@@ -312,7 +312,7 @@ mod tests {
             4,
             &mut out,
             &mrs,
-            &mut Running::new(Default::default(), &[]),
+            &mut Running::new(crate::wire::icrc::Crc::new(), &[]),
         )
         .unwrap();
         assert_eq!(
@@ -326,7 +326,7 @@ mod tests {
                 10,
                 &mut out,
                 &mrs,
-                &mut Running::new(Default::default(), &[])
+                &mut Running::new(crate::wire::icrc::Crc::new(), &[])
             ),
             Err(VerbsError::OutOfBounds)
         );
