@@ -144,29 +144,43 @@ impl Body {
 
     /// Write the body at the start of `buf`, which must hold [`Body::buffer_len`] bytes.
     pub fn emit(&self, buf: &mut [u8]) {
+        // Each header's view over exactly its own bytes: one bounds check per header, none
+        // per field (issue #13).
         match self {
             Self::Write(w) => {
-                w.meth.emit(&mut MethPacket::new_unchecked(&mut buf[..]));
+                w.meth
+                    .emit(&mut MethPacket::new_unchecked(&mut buf[..METH_LEN]));
                 let mut at = METH_LEN;
                 if let Some(t) = &w.tseth {
-                    t.emit(&mut TsethPacket::new_unchecked(&mut buf[at..]));
+                    t.emit(&mut TsethPacket::new_unchecked(
+                        &mut buf[at..at + TSETH_LEN],
+                    ));
                     at += TSETH_LEN;
                 }
-                w.reth.emit(&mut RethPacket::new_unchecked(&mut buf[at..]));
+                w.reth
+                    .emit(&mut RethPacket::new_unchecked(&mut buf[at..at + RETH_LEN]));
                 at += RETH_LEN;
                 if let Some(i) = &w.immdt {
-                    i.emit(&mut ImmDtPacket::new_unchecked(&mut buf[at..]));
+                    i.emit(&mut ImmDtPacket::new_unchecked(
+                        &mut buf[at..at + IMMDT_LEN],
+                    ));
                 }
             }
-            Self::Ack(a) => a.emit(&mut AethPacket::new_unchecked(buf)),
+            Self::Ack(a) => a.emit(&mut AethPacket::new_unchecked(&mut buf[..AETH_LEN])),
             Self::Sack { seth, cc } => {
-                seth.emit(&mut SethPacket::new_unchecked(&mut buf[..]));
-                cc.emit(&mut CcStatePacket::new_unchecked(&mut buf[SETH_LEN..]));
+                seth.emit(&mut SethPacket::new_unchecked(&mut buf[..SETH_LEN]));
+                cc.emit(&mut CcStatePacket::new_unchecked(
+                    &mut buf[SETH_LEN..SETH_LEN + CC_STATE_LEN],
+                ));
             }
-            Self::Nack(n) => n.emit(&mut NethPacket::new_unchecked(buf)),
-            Self::Probe(p) => p.emit(&mut PethPacket::new_unchecked(buf)),
-            Self::EndpointRequest(e) => e.emit(&mut ErthPacket::new_unchecked(buf)),
-            Self::EndpointResponse(e) => e.emit(&mut EethPacket::new_unchecked(buf)),
+            Self::Nack(n) => n.emit(&mut NethPacket::new_unchecked(&mut buf[..NETH_LEN])),
+            Self::Probe(p) => p.emit(&mut PethPacket::new_unchecked(&mut buf[..PETH_LEN])),
+            Self::EndpointRequest(e) => {
+                e.emit(&mut ErthPacket::new_unchecked(&mut buf[..ERTH_LEN]))
+            }
+            Self::EndpointResponse(e) => {
+                e.emit(&mut EethPacket::new_unchecked(&mut buf[..EETH_LEN]))
+            }
         }
     }
 }

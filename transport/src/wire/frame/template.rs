@@ -261,7 +261,10 @@ impl HeaderTemplate {
         let at = bth + BTH_LEN;
         f.body.emit(&mut hdr[at..at + body_len]);
         let payload = at + body_len..at + body_len + payload_len;
-        hdr[payload.end..payload.end + pad].fill(0);
+        // The pad (at most 3 bytes, usually none) as one 4-byte store, not a call to memset:
+        // the ICRC trailer follows it, so 4 bytes are always there, and `finish` writes the
+        // trailer over the rest.
+        hdr[payload.end..payload.end + ICRC_LEN].copy_from_slice(&[0; ICRC_LEN]);
         Ok(FrameLayout {
             len,
             payload,
