@@ -23,7 +23,14 @@ bin=${CARGO_TARGET_DIR:-target}/release
 
 for size in $SIZES; do
     frame=$("$bin/nic_memif" --print-frame-size --size "$size")
-    raw=$("$bin/raw_memif" --frame-size "$frame" --secs "$SECS" --eal="$EAL" | grep '^{' | jq -c 'select(.role == "rx")')
+    # DPDK 22.11's memif sometimes crashes a side as it closes (after the receiver printed its
+    # figures, which are kept); a run that printed none is retried, up to three times.
+    raw=""
+    for _ in 1 2 3; do
+        raw=$( ("$bin/raw_memif" --frame-size "$frame" --secs "$SECS" --eal="$EAL" || true) | grep '^{' | jq -c 'select(.role == "rx")' || true)
+        [ -n "$raw" ] && break
+    done
+    [ -n "$raw" ] || { echo "nic_memif.sh: raw_memif printed no figures in three runs" >&2; exit 1; }
     nic=$("$bin/nic_memif" --size "$size" --secs "$SECS" --eal="$EAL" | grep '^{' | jq -c 'select(.role == "tx")')
     line=$(jq -cn --argjson raw "$raw" --argjson nic "$nic" --argjson size "$size" --argjson frame "$frame" '{
         tool: "nic_memif.sh",
