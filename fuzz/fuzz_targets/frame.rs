@@ -3,14 +3,14 @@
 //! parses (untrimmed) rebuilds into a frame that parses to the same headers and payload; the
 //! fixed-offset fast path and the general parser agree on every input (same frame, or the
 //! general parser's error); the lean receive view (issue #13) takes exactly the untrimmed
-//! data and SACK frames in the engine's own layouts (no SRH, or one of 24 bytes) and gives
+//! data, SACK and ACK frames in the engine's own layouts (no SRH, or one of 24 bytes) and gives
 //! the general parse's fields there, or its error (a bad ICRC), and refuses every other input.
 use libfuzzer_sys::fuzz_target;
 use mrc_transport::wire::frame::parse_lean;
 use mrc_transport::wire::{Body, WireConfig, parse_frame, parse_frame_general};
 
 /// Whether the lean view must take `data` under `cfg`: the general parser, ICRC check aside,
-/// reads an untrimmed data or SACK frame whose SRH, if any, is 24 bytes (Hdr Ext Len 2, right
+/// reads an untrimmed data, SACK or ACK frame whose SRH, if any, is 24 bytes (Hdr Ext Len 2, right
 /// after the outer IPv6 header).
 fn lean_must_take(data: &[u8], cfg: &WireConfig) -> bool {
     let lenient = WireConfig {

@@ -110,7 +110,7 @@ impl Endpoint {
         }
     }
 
-    /// A data or SACK frame read by the lean path.
+    /// A data, SACK or ACK frame read by the lean path.
     #[inline]
     fn receive_lean(&mut self, now: Instant, port: u8, frame: &[u8], f: &LeanFrame<'_>) {
         if f.dst_addr != self.cfg.nic_addr {
@@ -128,6 +128,7 @@ impl Endpoint {
         self.with_qp(idx, |qp, ctx| match &f.body {
             LeanBody::Data(d) => qp.on_data(now, port, &f.bth, d, ctx),
             LeanBody::Sack { seth, cc } => qp.on_sack(now, seth, cc, ctx),
+            LeanBody::Ack(a) => qp.on_ack(a, ctx),
         });
     }
 

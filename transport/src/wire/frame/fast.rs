@@ -17,7 +17,7 @@
 //! property test (`tests.rs`) and a fuzz invariant (`fuzz/fuzz_targets/frame.rs`).
 //!
 //! The same walk over the headers ([`walk`]) gives either a full [`Frame`] ([`parse`], behind
-//! [`super::parse_frame`]) or, for the two hot kinds (data and SACK frames), a
+//! [`super::parse_frame`]) or, for the hot kinds (data, SACK and transport ACK frames), a
 //! [`LeanFrame`] ([`parse_lean`]) that the engine's receive path dispatches without building
 //! the 240-byte `Frame` at all.
 
@@ -29,6 +29,7 @@ use mrc_srv6::wire::{
     Dscp, Ecn, EthernetFrame, EthernetProtocol, EthernetRepr, IPV6_HEADER_LEN, Ipv6Repr, SrhPacket,
 };
 
+use super::super::aeth::{AETH_LEN, AethPacket, AethRepr};
 use super::super::bth::{BTH_LEN, BthPacket, BthRepr};
 use super::super::cc_state::{CC_STATE_LEN, CcStatePacket, CcStateRepr};
 use super::super::config::{FlowLabelPlacement, WireConfig};
@@ -238,13 +239,13 @@ pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<Fram
     }))
 }
 
-/// The lean view of a data (Write, Write-with-Immediate) or SACK frame in one of the engine's
-/// own untrimmed layouts, every check of the general parser passed (issue #13, lean receive
-/// path): `Some(Ok)` exactly when [`parse_frame`](super::parse_frame) would give an untrimmed
-/// frame of those kinds in those layouts, with the same fields ([`Frame::to_lean`]); a bad
-/// ICRC is the general parser's `BadIcrc`. `None` for every other frame (trimmed, NACK, ACK,
-/// probe, endpoint operation, another layout, anything the general parser refuses): the
-/// caller parses it with `parse_frame`. The agreement is a property test (`tests.rs`) and a
+/// The lean view of a data (Write, Write-with-Immediate), SACK or transport ACK frame in one
+/// of the engine's own untrimmed layouts, every check of the general parser passed (issue #13,
+/// lean receive path): `Some(Ok)` exactly when [`parse_frame`](super::parse_frame) would give
+/// an untrimmed frame of those kinds in those layouts, with the same fields
+/// ([`Frame::to_lean`]); a bad ICRC is the general parser's `BadIcrc`. `None` for every other
+/// frame (trimmed, NACK, probe, endpoint operation, another layout, anything the general
+/// parser refuses): the caller parses it with `parse_frame`. The agreement is a property test (`tests.rs`) and a
 /// fuzz invariant (`fuzz/fuzz_targets/frame.rs`).
 #[inline]
 pub fn parse_lean<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<LeanFrame<'a>>> {
@@ -269,6 +270,14 @@ pub fn parse_lean<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<LeanFr
                 return Some(Err(e));
             }
             LeanBody::Sack { seth, cc }
+        }
+        Opcode::Ack => {
+            let b = fixed::<AETH_LEN>(w.body(), 0)?;
+            let aeth = AethRepr::parse(&AethPacket::new_unchecked(b)).ok()?;
+            if let Err(e) = w.finish(AETH_LEN, cfg)? {
+                return Some(Err(e));
+            }
+            LeanBody::Ack(aeth)
         }
         _ => return None,
     };

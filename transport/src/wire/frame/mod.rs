@@ -19,7 +19,7 @@
 //!
 //! The receive fast path (issue #13): [`parse_lean`] reads the two hot kinds, data (Write,
 //! Write-with-Immediate) and SACK frames in the engine's own untrimmed layouts, into a
-//! [`LeanFrame`] holding only what the engine's dispatch and its data and SACK handlers read;
+//! [`LeanFrame`] holding only what the engine's dispatch and its data, SACK and ACK handlers read;
 //! every other frame goes to [`parse_frame`] and a full [`Frame`].
 
 mod body;
@@ -41,6 +41,7 @@ pub use parse::{parse_frame, parse_frame_general};
 pub use template::{HeaderTemplate, PacketFields, TEMPLATE_MAX_LEN, TemplateKey, TemplateLayout};
 pub use trim::trim_frame;
 
+use super::aeth::AethRepr;
 use super::bth::BthRepr;
 use super::cc_state::CcStateRepr;
 use super::config::Trimmed;
@@ -213,7 +214,7 @@ impl Frame<'_> {
 }
 
 impl<'a> Frame<'a> {
-    /// The [`LeanFrame`] of this frame's fields, for an untrimmed data or SACK frame (`None`
+    /// The [`LeanFrame`] of this frame's fields, for an untrimmed data, SACK or ACK frame (`None`
     /// otherwise): what [`parse_lean`] gives when it takes the frame (the oracle of the
     /// tests and the fuzz target).
     pub fn to_lean(&self) -> Option<LeanFrame<'a>> {
@@ -228,6 +229,7 @@ impl<'a> Frame<'a> {
                 payload: self.payload,
             }),
             Body::Sack { seth, cc } => LeanBody::Sack { seth, cc },
+            Body::Ack(a) => LeanBody::Ack(a),
             _ => return None,
         };
         Some(LeanFrame {
@@ -239,8 +241,8 @@ impl<'a> Frame<'a> {
     }
 }
 
-/// A received data or SACK frame, reduced to what the engine's dispatch and its data and
-/// SACK handlers read (issue #13, lean receive path): about half a [`Frame`], built by
+/// A received data, SACK or ACK frame, reduced to what the engine's dispatch and its data,
+/// SACK and ACK handlers read (issue #13, lean receive path): about half a [`Frame`], built by
 /// [`parse_lean`] straight from fixed offsets without the Ethernet, IPv6, SRH and UDP reprs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeanFrame<'a> {
@@ -259,6 +261,9 @@ pub enum LeanBody<'a> {
     Data(DataFrame<'a>),
     /// A SACK (0xDC): SETH then CC_STATE.
     Sack { seth: SethRepr, cc: CcStateRepr },
+    /// A transport ACK (0xD1): AETH. With small messages one follows nearly every SACK
+    /// (brief §2.13), so it takes the lean path too.
+    Ack(AethRepr),
 }
 
 /// A Write packet as the responder reads it (brief §4.1), from a [`LeanFrame`] or a [`Frame`].

@@ -476,7 +476,7 @@ fn fast_agrees(buf: &[u8], cfg: &WireConfig) -> Result<bool, TestCaseError> {
 }
 
 /// The frames [`parse_lean`] must take: those the general parser, ICRC check aside, reads as
-/// an untrimmed data or SACK frame in one of the engine's own layouts (no SRH, or a
+/// an untrimmed data, SACK or ACK frame in one of the engine's own layouts (no SRH, or a
 /// one-segment one of exactly 24 bytes).
 fn lean_must_take(buf: &[u8], cfg: &WireConfig) -> bool {
     let lenient = WireConfig {
@@ -567,12 +567,12 @@ fn the_fast_parser_reads_every_layout_the_engine_sends() {
     }
 }
 
-/// The lean path reads every data and SACK frame the engine sends, in every layout and
-/// configuration (every Write opcode, with and without TSETH, every pad count), so it cannot
-/// be silently unused; it refuses every other kind (ACK, NACK, probe, endpoint operations),
-/// trimmed frames, and an SRH of another length, which the general parser reads.
+/// The lean path reads every data, SACK and transport ACK frame the engine sends, in every
+/// layout and configuration (every Write opcode, with and without TSETH, every pad count), so
+/// it cannot be silently unused; it refuses every other kind (NACK, probe, endpoint
+/// operations), trimmed frames, and an SRH of another length, which the general parser reads.
 #[test]
-fn the_lean_path_reads_every_data_and_sack_layout_the_engine_sends() {
+fn the_lean_path_reads_every_data_sack_and_ack_layout_the_engine_sends() {
     let cfgs = fast_path_configs();
     let takes = |buf: &[u8], cfg: &WireConfig| lean_agrees(buf, cfg).unwrap();
     for cfg in &cfgs {
@@ -630,8 +630,16 @@ fn the_lean_path_reads_every_data_and_sack_layout_the_engine_sends() {
                 };
                 let mut buf = vec![0u8; c.buffer_len(0)];
                 c.build(&mut buf, &[], cfg).unwrap();
-                assert!(!takes(&buf, cfg), "{route:?} {op}: the general parser's");
                 assert!(parse_frame(&buf, cfg).is_ok());
+                if op == Opcode::Ack {
+                    assert!(takes(&buf, cfg), "{route:?} ACK");
+                    let Some(Ok(v)) = parse_lean(&buf, cfg) else {
+                        unreachable!()
+                    };
+                    assert!(matches!(v.body, LeanBody::Ack(a) if Body::Ack(a) == body));
+                } else {
+                    assert!(!takes(&buf, cfg), "{route:?} {op}: the general parser's");
+                }
             }
             // Trimmed: the general parser's, whole or cut.
             let t = FrameRepr {
