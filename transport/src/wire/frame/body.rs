@@ -176,10 +176,10 @@ impl Body {
             Self::Nack(n) => n.emit(&mut NethPacket::new_unchecked(&mut buf[..NETH_LEN])),
             Self::Probe(p) => p.emit(&mut PethPacket::new_unchecked(&mut buf[..PETH_LEN])),
             Self::EndpointRequest(e) => {
-                e.emit(&mut ErthPacket::new_unchecked(&mut buf[..ERTH_LEN]))
+                e.emit(&mut ErthPacket::new_unchecked(&mut buf[..ERTH_LEN]));
             }
             Self::EndpointResponse(e) => {
-                e.emit(&mut EethPacket::new_unchecked(&mut buf[..EETH_LEN]))
+                e.emit(&mut EethPacket::new_unchecked(&mut buf[..EETH_LEN]));
             }
         }
     }
