@@ -97,6 +97,22 @@ pub fn hash(data: &[u8]) -> u32 {
     path::update(path::Path::Best, 0, data)
 }
 
+/// [`hash`] at compile time (a byte at a time), for constants.
+pub const fn hash_const(data: &[u8]) -> u32 {
+    !table::update_raw_const(!0, data)
+}
+
+/// The CRC is linear: XORing `delta` into byte `offset` of a message changes its CRC as XORing
+/// `start_delta(offset, delta)` into the state it starts from does. So
+/// `Crc32::from_state(s ^ start_delta(offset, delta))` fed a message ends where
+/// `Crc32::from_state(s)` fed it with that byte XORed would: a protocol whose CRC covers some
+/// bytes as fixed values (the RoCEv2 ICRC's masked fields) runs it over the bytes as they are
+/// from an adjusted start (issue #13). `const`, for tables built at compile time; it costs
+/// `offset` steps.
+pub const fn start_delta(offset: usize, delta: u8) -> u32 {
+    table::start_delta(offset, delta)
+}
+
 /// Each implementation on its own, so that the tests check every one on a machine that would
 /// pick the fastest, and the bench can name them. Not a stable API.
 #[doc(hidden)]

@@ -13,8 +13,11 @@ pub(crate) const POLY_REFLECTED: u32 = 0xEDB8_8320;
 /// register. `TABLES[0]` is the classic byte-at-a-time table.
 static TABLES: [[u32; 256]; 16] = build_tables();
 
-const fn build_tables() -> [[u32; 256]; 16] {
-    let mut t = [[0u32; 256]; 16];
+/// `TABLES[0]` as a constant, for the functions below that run at compile time.
+const BYTE: [u32; 256] = byte_table();
+
+const fn byte_table() -> [u32; 256] {
+    let mut t = [0u32; 256];
     let mut b = 0;
     while b < 256 {
         let mut c = b as u32;
@@ -27,9 +30,15 @@ const fn build_tables() -> [[u32; 256]; 16] {
             };
             bit += 1;
         }
-        t[0][b] = c;
+        t[b] = c;
         b += 1;
     }
+    t
+}
+
+const fn build_tables() -> [[u32; 256]; 16] {
+    let mut t = [[0u32; 256]; 16];
+    t[0] = byte_table();
     let mut k = 1;
     while k < 16 {
         let mut b = 0;
@@ -41,6 +50,48 @@ const fn build_tables() -> [[u32; 256]; 16] {
         k += 1;
     }
     t
+}
+
+/// `TOP[x]`: the byte `b` whose `BYTE[b]` has top byte `x` (a permutation of 0..=255, which
+/// makes the register's step over a zero byte invertible).
+const TOP: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[(BYTE[b] >> 24) as usize] = b as u8;
+        b += 1;
+    }
+    t
+};
+
+/// The raw register before one zero byte that leaves `r` after it: `A^-1(r)`, where
+/// `A(r) = (r >> 8) ^ BYTE[r & 0xff]`.
+const fn unstep(r: u32) -> u32 {
+    let low = TOP[(r >> 24) as usize];
+    ((r ^ BYTE[low as usize]) << 8) | low as u32
+}
+
+/// What XORing `delta` into byte `offset` of a message does to its CRC, moved to the register
+/// before the message: byte `offset` changes the register after it by `BYTE[delta]`, and the
+/// same change comes from `A^-(offset + 1)` of that before byte 0.
+pub(crate) const fn start_delta(offset: usize, delta: u8) -> u32 {
+    let mut r = BYTE[delta as usize];
+    let mut k = 0;
+    while k <= offset {
+        r = unstep(r);
+        k += 1;
+    }
+    r
+}
+
+/// Fold `data` into the raw register `crc` a byte at a time, at compile time.
+pub(crate) const fn update_raw_const(mut crc: u32, data: &[u8]) -> u32 {
+    let mut i = 0;
+    while i < data.len() {
+        crc = (crc >> 8) ^ BYTE[((crc ^ data[i] as u32) & 0xff) as usize];
+        i += 1;
+    }
+    crc
 }
 
 #[inline(always)]

@@ -231,6 +231,35 @@ fn two_pieces_with_one_reduction_match_crc32fast() {
     assert_eq!(c.finalize(), 0xCBF4_3926);
 }
 
+/// `start_delta`: a byte XORed into the message and the start state adjusted instead give the
+/// same CRC, at every offset up to 200 and for every delta; `hash_const` is `hash`.
+#[test]
+fn a_delta_moved_to_the_start_state_gives_the_same_crc() {
+    let data = bytes(260, 9);
+    for offset in 0..200usize {
+        for delta in 0..=255u8 {
+            let len = offset + 1 + (usize::from(delta) % 60);
+            let mut changed = data[..len].to_vec();
+            changed[offset] ^= delta;
+            let mut c = Crc32::from_state(0x89ab_cdef ^ mrc_crc::start_delta(offset, delta));
+            c.update(&data[..len]);
+            let mut want = Crc32::from_state(0x89ab_cdef);
+            want.update(&changed);
+            assert_eq!(
+                c.finalize(),
+                want.finalize(),
+                "offset {offset} delta {delta}"
+            );
+        }
+    }
+    for len in 0..100 {
+        assert_eq!(
+            mrc_crc::hash_const(&data[..len]),
+            crc32fast::hash(&data[..len])
+        );
+    }
+}
+
 #[test]
 #[should_panic(expected = "differ in length")]
 fn update_copy_refuses_different_lengths() {

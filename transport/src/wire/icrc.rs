@@ -96,21 +96,18 @@ pub fn compute(covered: &[u8]) -> Result<u32> {
 /// contiguous frame, no masked copy of the headers and no CRC reduction between them and the
 /// payload).
 ///
-/// Why it works: the CRC register is linear over GF(2). Masking XORs a delta `d` into a byte
-/// at offset `p` of `covered`; that changes the register right after byte `p` by `T[d]` (the
-/// CRC table), and every byte after moves it on alike. The same change comes from XORing
-/// `A^-(p+1)(T[d])` into the register before byte 0, where `A` is the register's step over one
-/// zero byte (invertible: the table's top bytes are a permutation of 0..=255). [`ADJUST`]
-/// holds those values for the eight masked byte offsets, so the start costs eight lookups.
+/// Why it works: the CRC is linear, so masking (XORing a delta into a byte) can be done to the
+/// start state instead (`mrc_crc::start_delta`). [`ADJUST`] holds those start changes for the
+/// eight masked byte offsets, so the start costs eight lookups.
 #[inline]
 pub fn start(covered: &[u8]) -> Crc {
     let h = &covered[..ICRC_MIN_COVERED];
-    let mut raw = AFTER_LRH;
+    let mut state = AFTER_LRH;
     for (i, &(at, mask)) in MASKED.iter().enumerate() {
         // The delta masking XORs in: the mask's bits the byte does not have set already.
-        raw ^= ADJUST[i][usize::from(mask & !h[at])];
+        state ^= ADJUST[i][usize::from(mask & !h[at])];
     }
-    Crc::from_state(!raw)
+    Crc::from_state(state)
 }
 
 /// The masked bytes of IPv6 | UDP | BTH (offsets from the IPv6 header) and the bits set:
@@ -130,72 +127,18 @@ const MASKED: [(usize, u8); 8] = {
     ]
 };
 
-/// The CRC-32 table, reflected (`T[b]`: the register after byte `b` from zero).
-const TABLE: [u32; 256] = {
-    let mut t = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut r = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            r = if r & 1 == 1 {
-                (r >> 1) ^ 0xEDB8_8320
-            } else {
-                r >> 1
-            };
-            k += 1;
-        }
-        t[i] = r;
-        i += 1;
-    }
-    t
-};
+/// The CRC state after the LRH stand-in (8 bytes of 0xFF).
+const AFTER_LRH: u32 = mrc_crc::hash_const(&[0xff; 8]);
 
-/// `TOP[x]`: the byte `b` whose `TABLE[b]` has top byte `x` (a permutation).
-const TOP: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut b = 0;
-    while b < 256 {
-        t[(TABLE[b] >> 24) as usize] = b as u8;
-        b += 1;
-    }
-    t
-};
-
-/// The register before one zero byte that leaves `r` after it: `A^-1(r)`, where
-/// `A(r) = (r >> 8) ^ TABLE[r & 0xff]`.
-const fn unstep(r: u32) -> u32 {
-    let low = TOP[(r >> 24) as usize];
-    ((r ^ TABLE[low as usize]) << 8) | low as u32
-}
-
-/// The raw register after the LRH stand-in (8 bytes of 0xFF) from the CRC's initial one.
-const AFTER_LRH: u32 = {
-    let mut r = !0u32;
-    let mut i = 0;
-    while i < 8 {
-        r = (r >> 8) ^ TABLE[((r ^ 0xff) & 0xff) as usize];
-        i += 1;
-    }
-    r
-};
-
-/// `ADJUST[i][d]`: what a delta `d` at masked offset `MASKED[i].0` does, moved to the
-/// register before byte 0 (see [`start`]).
+/// `ADJUST[i][d]`: the start change equal to a delta `d` at masked offset `MASKED[i].0` (see
+/// [`start`]).
 static ADJUST: [[u32; 256]; 8] = {
     let mut a = [[0u32; 256]; 8];
     let mut i = 0;
     while i < 8 {
-        let at = MASKED[i].0;
         let mut d = 0;
         while d < 256 {
-            let mut r = TABLE[d];
-            let mut k = 0;
-            while k <= at {
-                r = unstep(r);
-                k += 1;
-            }
-            a[i][d] = r;
+            a[i][d] = mrc_crc::start_delta(MASKED[i].0, d as u8);
             d += 1;
         }
         i += 1;

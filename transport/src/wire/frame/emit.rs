@@ -168,9 +168,10 @@ impl FrameLayout {
     /// After the payload is in place: write the ICRC trailer, then the UDP checksum if
     /// configured (it covers the ICRC; the ICRC masks it).
     pub fn finish(&self, buf: &mut [u8], cfg: &WireConfig) {
-        let mut crc = self.icrc_before_payload(buf);
-        crc.update(&buf[self.payload.clone()]);
-        let crc = crc.finish();
+        // Headers and payload are in place: one pass over them as they are.
+        let covered = &buf[self.icrc_from..self.payload.end];
+        let mut crc = icrc::start(covered);
+        crc.update(covered);
         self.finish_from(buf, cfg, crc);
     }
 
