@@ -7,6 +7,7 @@ set -euo pipefail
 PKGS=(
   pkg-config gcc clang libclang-dev        # build: bindgen + the DPDK shim
   libdpdk-dev                              # DPDK 22.11 and its virtual PMDs (memif, af_packet, af_xdp, ring, null)
+  libibverbs-dev                           # rdma-core's <infiniband/verbs.h>: the C API's programs compile against it
   iproute2 tshark python3-scapy            # interop: namespaces + kernel SRv6, decoding oracles
   libbpf-dev bpftool                       # the tc BPF trimmer
   libopenmpi-dev openmpi-bin               # mpirun bootstrap for mrc-coll

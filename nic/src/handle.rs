@@ -109,6 +109,15 @@ impl NicHandle {
         Ok(n)
     }
 
+    /// Whether `cq` holds completions not polled yet (completion channels watch this).
+    pub fn cq_has_completions(&self, cq: CqHandle) -> Result<bool, VerbsError> {
+        let mut cache = self.cqs.borrow_mut();
+        let ring = cache
+            .get(&self.shared.cqs, &cq)
+            .ok_or(VerbsError::InvalidCq(cq))?;
+        Ok(!ring.queue.is_empty())
+    }
+
     /// Reads local registered memory: straight from a shared [`MemoryRegion`], or through the
     /// NIC thread for memory handed over with [`reg_mr_owned`](Self::reg_mr_owned).
     pub fn mr_read(&self, lkey: u32, va: u64, dst: &mut [u8]) -> Result<(), VerbsError> {
