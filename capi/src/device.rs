@@ -276,9 +276,6 @@ pub struct NicShared {
     /// Planes whose link is down (from the NIC's link events; the MRC context's event thread
     /// keeps it).
     pub down: Mutex<Vec<bool>>,
-    /// Engine EV and CC profiles the endpoint was built with.
-    pub ev_profiles: u16,
-    pub cc_profiles: u16,
     /// The payload MTU.
     pub mtu: u32,
 }
@@ -437,8 +434,6 @@ fn nic_shared(
         planes: ec.ports.len() as u8,
         plan,
         down: Mutex::new(vec![false; ec.ports.len()]),
-        ev_profiles: ec.ev_profiles.len() as u16,
-        cc_profiles: ec.cc_profiles.len() as u16,
         mtu: ec.payload_mtu,
     }
 }
@@ -919,7 +914,7 @@ impl Memory for AppMemory {
         // verbs contract forbids the application to change a send buffer before its
         // completion, so a conforming program does not write these bytes meanwhile.
         unsafe {
-            core::ptr::copy_nonoverlapping(self.base.add(offset), dst.as_mut_ptr(), dst.len())
+            core::ptr::copy_nonoverlapping(self.base.add(offset), dst.as_mut_ptr(), dst.len());
         };
     }
 

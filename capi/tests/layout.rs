@@ -1,8 +1,10 @@
 //! The C structures lib_mrc.so reads and writes have the layouts C compilers give them: a C
 //! program built against rdma-core's `<infiniband/verbs.h>` (Debian libibverbs-dev) and our
-//! `include/mrc.h` prints every size and offset the Rust side relies on, and they must match.
+//! `include/mrc.h` and `include/mrc_ctl.h` prints every size and offset the Rust side relies
+//! on, and they must match.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::mem::{offset_of, size_of};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,6 +12,10 @@ use std::process::Command;
 use _mrc::api::{
     mrc_async_event, mrc_context_attr, mrc_device_attr, mrc_qp_attr, mrc_qp_hint_attr,
     mrc_qp_init_attr,
+};
+use _mrc::ctl::{
+    mrc_ctl_cc_nscc_cfg, mrc_ctl_cc_profile_attr, mrc_ctl_device_attr, mrc_ctl_ev_profile_attr,
+    mrc_ctl_port_attr,
 };
 use _mrc::ibv::{
     ibv_ah_attr, ibv_context, ibv_device, ibv_device_attr, ibv_global_route, ibv_mr, ibv_pd,
@@ -107,6 +113,29 @@ fn rust_side() -> Vec<(&'static str, usize)> {
         o!(mrc_qp_attr, vendor_cfg, "vendor_cfg"),
         s!(mrc_async_event),
         o!(mrc_async_event, event_type, "event_type"),
+        s!(mrc_ctl_device_attr),
+        o!(mrc_ctl_device_attr, cc, "cc"),
+        o!(mrc_ctl_device_attr, phy_port_mask, "phy_port_mask"),
+        o!(mrc_ctl_device_attr, opt_attr, "opt_attr"),
+        s!(mrc_ctl_port_attr),
+        s!(mrc_ctl_ev_profile_attr),
+        o!(
+            mrc_ctl_ev_profile_attr,
+            ev_fmt_profile_id,
+            "ev_fmt_profile_id"
+        ),
+        o!(mrc_ctl_ev_profile_attr, ev_event_mask, "ev_event_mask"),
+        o!(mrc_ctl_ev_profile_attr, ev_op, "ev_op"),
+        o!(mrc_ctl_ev_profile_attr, ev_fields_op, "ev_fields_op"),
+        o!(mrc_ctl_ev_profile_attr, vendor_cfg, "vendor_cfg"),
+        s!(mrc_ctl_cc_profile_attr),
+        o!(mrc_ctl_cc_profile_attr, cc_config, "cc_config"),
+        o!(mrc_ctl_cc_profile_attr, vendor_cfg, "vendor_cfg"),
+        s!(mrc_ctl_cc_nscc_cfg),
+        o!(mrc_ctl_cc_nscc_cfg, eta, "eta"),
+        o!(mrc_ctl_cc_nscc_cfg, max_cwnd, "max_cwnd"),
+        o!(mrc_ctl_cc_nscc_cfg, qa_threshold, "qa_threshold"),
+        o!(mrc_ctl_cc_nscc_cfg, target_delay, "target_delay"),
     ]
 }
 
@@ -138,13 +167,11 @@ fn the_c_structures_match_rdma_core_and_mrc_h() {
     std::fs::create_dir_all(&scratch.0).expect("scratch dir");
     let rust = rust_side();
     let mut c = String::from(
-        "#include <stdio.h>\n#include <stddef.h>\n#include \"mrc.h\"\n\
+        "#include <stdio.h>\n#include <stddef.h>\n#include \"mrc.h\"\n#include \"mrc_ctl.h\"\n\
          #define ibv_port_attr_c ibv_port_attr\nint main(void) {\n",
     );
     for (expr, _) in &rust {
-        c.push_str(&format!(
-            "  printf(\"%s %zu\\n\", \"{expr}\", (size_t)({expr}));\n"
-        ));
+        let _ = writeln!(c, "  printf(\"%s %zu\\n\", \"{expr}\", (size_t)({expr}));");
     }
     c.push_str("  return 0;\n}\n");
     let src = scratch.0.join("layout.c");

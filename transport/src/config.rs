@@ -148,6 +148,19 @@ pub struct EvProfile {
     pub remap_window: Duration,
 }
 
+impl EvProfile {
+    /// Whether the sizes are consistent for a NIC with `ports` planes (at most 4096 EVs per QP).
+    pub fn fits(&self, ports: usize) -> bool {
+        self.evs_per_plane != 0
+            && self.active_per_plane != 0
+            && self.active_per_plane <= self.evs_per_plane
+            && self.floor_per_plane <= self.active_per_plane
+            && u32::from(self.evs_per_plane) * ports as u32 <= 1 << 12
+            && self.probe_successes != 0
+            && self.inferred_losses_to_retire != 0
+    }
+}
+
 impl Default for EvProfile {
     fn default() -> Self {
         Self {
@@ -306,17 +319,8 @@ impl EndpointConfig {
         if self.ev_profiles.is_empty() || self.cc_profiles.is_empty() {
             return Err(ConfigError::NoProfile);
         }
-        for p in &self.ev_profiles {
-            if p.evs_per_plane == 0
-                || p.active_per_plane == 0
-                || p.active_per_plane > p.evs_per_plane
-                || p.floor_per_plane > p.active_per_plane
-                || u32::from(p.evs_per_plane) * self.ports.len() as u32 > 1 << 12
-                || p.probe_successes == 0
-                || p.inferred_losses_to_retire == 0
-            {
-                return Err(ConfigError::EvProfile);
-            }
+        if !self.ev_profiles.iter().all(|p| p.fits(self.ports.len())) {
+            return Err(ConfigError::EvProfile);
         }
         if self.limits.max_qps > 1 << 14 || self.limits.max_mpr > 1 << 20 {
             return Err(ConfigError::Limits);
@@ -338,4 +342,6 @@ pub enum ConfigError {
     EvProfile,
     #[error("limits exceed what QPN and PSN spaces can index")]
     Limits,
+    #[error("no room for another profile (profile indices are 16-bit)")]
+    TooManyProfiles,
 }

@@ -12,7 +12,8 @@ use core::cmp::Reverse;
 use core::net::Ipv6Addr;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::config::{ConfigError, EndpointConfig};
+use crate::cc::CcProfile;
+use crate::config::{ConfigError, EndpointConfig, EvProfile};
 use crate::ctx::{CcTable, Ctx};
 use crate::ev::{EvId, EvInfo};
 use crate::event::EventQueue;
@@ -150,6 +151,28 @@ impl Endpoint {
     /// The configuration.
     pub fn config(&self) -> &EndpointConfig {
         &self.cfg
+    }
+
+    /// Appends an EV profile (one a controller brought ONLINE) and returns its index for
+    /// `InitAttr::ev_profile`. Profiles are never removed or changed: QPs keep the index they
+    /// were initialised with.
+    pub fn add_ev_profile(&mut self, profile: EvProfile) -> Result<u16, ConfigError> {
+        if !profile.fits(self.cfg.ports.len()) {
+            return Err(ConfigError::EvProfile);
+        }
+        let index =
+            u16::try_from(self.cfg.ev_profiles.len()).map_err(|_| ConfigError::TooManyProfiles)?;
+        self.cfg.ev_profiles.push(profile);
+        Ok(index)
+    }
+
+    /// Appends a CC profile and returns its index for `InitAttr::cc_profile` (append-only, as
+    /// [`add_ev_profile`](Self::add_ev_profile)).
+    pub fn add_cc_profile(&mut self, profile: CcProfile) -> Result<u16, ConfigError> {
+        let index =
+            u16::try_from(self.cfg.cc_profiles.len()).map_err(|_| ConfigError::TooManyProfiles)?;
+        self.cfg.cc_profiles.push(profile);
+        Ok(index)
     }
 
     /// The largest frame [`poll_transmit`](Self::poll_transmit) writes: its buffer must hold
