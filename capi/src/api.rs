@@ -6,7 +6,8 @@
 //!
 //! One thread per open device (`Watch`) turns the NIC's events into async events (a plane's
 //! link, a QP moved to ERROR) and makes completion channels readable: it looks at the armed
-//! CQs every 50 µs and writes the channel's eventfd when one has a completion.
+//! CQs every 50 µs (every millisecond while none is armed; arming wakes it) and writes the
+//! channel's eventfd when one has a completion.
 
 use core::ffi::{c_int, c_uint, c_void};
 use std::collections::{HashMap, VecDeque};
@@ -82,8 +83,10 @@ const QP_CAP_MASK: u32 = 0x7;
 const MPR_UNIT: u32 = 128;
 /// `ibv_qp_create_send_ops_flags` MRC carries: Write, Write-with-Immediate.
 const SEND_OPS_MRC: u64 = 0b11;
-/// How often the device's watcher looks at armed CQs and events.
+/// How often the device's watcher looks at armed CQs (while there are some) and at the NIC's
+/// events (otherwise: it shares cores with the NIC threads and the application).
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_micros(50);
+const WATCH_IDLE: std::time::Duration = std::time::Duration::from_millis(1);
 
 // ---- the C structures -----------------------------------------------------------------------
 
@@ -280,6 +283,7 @@ fn watch(
                 _ => {}
             }
         }
+        let mut any_armed = false;
         for c in lock(contexts).iter() {
             let mut armed = lock(&c.armed);
             armed.retain(|(cq, h, channel)| {
@@ -295,8 +299,11 @@ fn watch(
                     true
                 }
             });
+            any_armed |= !armed.is_empty();
         }
-        std::thread::sleep(WATCH_EVERY);
+        // `mrc_req_notify_cq` unparks the thread, so a CQ armed while it idles is watched at
+        // once.
+        std::thread::park_timeout(if any_armed { WATCH_EVERY } else { WATCH_IDLE });
     }
 }
 
@@ -853,6 +860,12 @@ pub unsafe extern "C" fn mrc_req_notify_cq(cq: *mut mrc_cq, _solicited_only: c_i
         let mut armed = lock(&ctx.shared.armed);
         if !armed.iter().any(|(c, _, _)| *c == cq as usize) {
             armed.push((cq as usize, q.cq, ch.shared.clone()));
+        }
+        drop(armed);
+        if let Some(w) = lock(&WATCHES).as_ref().and_then(|m| m.get(&ctx.nic.index))
+            && let Some(t) = &w.thread
+        {
+            t.thread().unpark();
         }
         Ok(0)
     })

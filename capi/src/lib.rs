@@ -22,7 +22,8 @@ pub mod ibv;
 use core::ffi::c_int;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Mutex, PoisonError};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{PoisonError, RwLock};
 
 use mrc_nic::NicError;
 use mrc_transport::verbs::VerbsError;
@@ -118,25 +119,48 @@ pub(crate) enum Kind {
 
 /// Every object this library handed out and has not freed: a pointer from C is used only
 /// when it is one of them, of the kind expected (NULL and stale pointers fail with EINVAL
-/// instead of being dereferenced).
-static LIVE: Mutex<Option<HashMap<usize, Kind>>> = Mutex::new(None);
+/// instead of being dereferenced). Read on every call (poll, post): a read lock and a
+/// multiplicative hash of the address.
+static LIVE: RwLock<Option<Objects>> = RwLock::new(None);
+
+type Objects = HashMap<usize, Kind, BuildHasherDefault<AddrHasher>>;
+
+/// Hashes an address: one multiplication (Fibonacci hashing) instead of SipHash.
+#[derive(Debug, Default)]
+pub(crate) struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
+}
 
 pub(crate) fn register(p: *mut core::ffi::c_void, kind: Kind) {
-    LIVE.lock()
+    LIVE.write()
         .unwrap_or_else(PoisonError::into_inner)
-        .get_or_insert_with(HashMap::new)
+        .get_or_insert_with(Objects::default)
         .insert(p as usize, kind);
 }
 
 pub(crate) fn unregister(p: *mut core::ffi::c_void) {
-    if let Some(m) = LIVE.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+    if let Some(m) = LIVE.write().unwrap_or_else(PoisonError::into_inner).as_mut() {
         m.remove(&(p as usize));
     }
 }
 
 pub(crate) fn live(p: *mut core::ffi::c_void, kind: Kind) -> Result<(), Fail> {
     let ok = LIVE
-        .lock()
+        .read()
         .unwrap_or_else(PoisonError::into_inner)
         .as_ref()
         .and_then(|m| m.get(&(p as usize)))
