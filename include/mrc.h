@@ -207,11 +207,13 @@ int mrc_query_qp(struct mrc_qp *qp, struct ibv_qp_attr *vattr, int vattr_mask,
 		 struct mrc_qp_init_attr *init_attr);
 
 /* Moves the QP (IBV_QP_STATE; IBV_QP_CUR_STATE asserts the current state) with the
- * verbs and MRC attributes of that transition. Refused (EINVAL): IBV_QP_PORT,
- * IBV_QP_TIMEOUT, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY, IBV_QP_MIN_RNR_TIMER,
- * IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_MAX_DEST_RD_ATOMIC, IBV_QP_ALT_PATH,
- * IBV_QP_PATH_MIG_STATE. IBV_QP_AV: the destination GID (the peer NIC's IPv6
- * address) is what counts; the source GID is the context's. */
+ * verbs and MRC attributes of that transition. The ibverbs attributes MRC replaces or
+ * does not have (IBV_QP_PORT, IBV_QP_TIMEOUT, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY,
+ * IBV_QP_MIN_RNR_TIMER, IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_MAX_DEST_RD_ATOMIC,
+ * IBV_QP_ALT_PATH, IBV_QP_PATH_MIG_STATE) are not supported: mrc-rs accepts and ignores
+ * them, as verbs programs (OCP's example among them) set them. IBV_QP_AV: the destination
+ * GID (the peer NIC's IPv6 address) is what counts; the source GID is the context's.
+ * RTR needs IBV_QP_AV, IBV_QP_DEST_QPN and IBV_QP_RQ_PSN; RTS needs IBV_QP_SQ_PSN. */
 int mrc_modify_qp(struct mrc_qp *qp, struct ibv_qp_attr *vattr, int vattr_mask,
 		  struct mrc_qp_attr *mrc_attr, int mrc_attr_mask);
 

@@ -195,8 +195,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// What the watcher and the API share about one MRC context.
 #[derive(Debug, Default)]
 pub(crate) struct CtxShared {
-    /// CQs armed by `mrc_req_notify_cq`: (the CQ, its engine handle, its channel).
-    armed: Mutex<Vec<(usize, CqHandle, Arc<ChannelShared>)>>,
+    /// CQs armed by `mrc_req_notify_cq`: (the CQ, its engine handle, its channel, its armed
+    /// flag).
+    armed: Mutex<Vec<Armed>>,
     /// QPN → the `mrc_qp` (for QP events).
     qps: Mutex<HashMap<u32, usize>>,
     /// QPs the engine moved to ERROR.
@@ -204,6 +205,8 @@ pub(crate) struct CtxShared {
     events: Mutex<VecDeque<mrc_async_event>>,
     event_ready: Condvar,
 }
+
+type Armed = (usize, CqHandle, Arc<ChannelShared>, Arc<AtomicBool>);
 
 /// The per-device thread that dispatches the NIC's events and watches armed CQs.
 #[derive(Debug)]
@@ -286,14 +289,13 @@ fn watch(
         let mut any_armed = false;
         for c in lock(contexts).iter() {
             let mut armed = lock(&c.armed);
-            armed.retain(|(cq, h, channel)| {
-                if handle.cq_has_completions(*h).unwrap_or(false) {
-                    lock(&channel.ready).push_back(*cq);
-                    let one: u64 = 1;
-                    // SAFETY: the channel's eventfd stays open while a CQ using it is armed
-                    // (destroying the channel waits for its CQs); 8 readable bytes.
-                    let _ =
-                        unsafe { libc::write(channel.fd, (&raw const one).cast::<c_void>(), 8) };
+            armed.retain(|(cq, h, channel, flag)| {
+                if !flag.load(Ordering::Acquire) {
+                    false // fired by mrc_poll_cq
+                } else if handle.cq_has_completions(*h).unwrap_or(false) {
+                    if flag.swap(false, Ordering::AcqRel) {
+                        channel.signal(*cq);
+                    }
                     false
                 } else {
                     true
@@ -337,6 +339,17 @@ struct ChannelShared {
     ready: Mutex<VecDeque<usize>>,
 }
 
+impl ChannelShared {
+    /// One event of CQ `cq`: counted on the eventfd, the CQ queued for `mrc_get_cq_event`.
+    fn signal(&self, cq: usize) {
+        lock(&self.ready).push_back(cq);
+        let one: u64 = 1;
+        // SAFETY: our eventfd, open while the channel lives (a channel outlives its CQs, and
+        // the watcher holds this `ChannelShared`); 8 readable bytes.
+        let _ = unsafe { libc::write(self.fd, (&raw const one).cast::<c_void>(), 8) };
+    }
+}
+
 impl Drop for ChannelShared {
     fn drop(&mut self) {
         // SAFETY: our own eventfd, closed once.
@@ -354,6 +367,9 @@ pub struct mrc_cq {
     channel: *mut mrc_comp_channel,
     /// QPs that complete into it.
     users: AtomicUsize,
+    /// Armed by `mrc_req_notify_cq`, until an event fires (from the watcher, or from
+    /// `mrc_poll_cq` when it takes a completion first).
+    armed: Arc<AtomicBool>,
     events_got: AtomicU32,
     events_acked: AtomicU32,
 }
@@ -372,6 +388,10 @@ pub struct mrc_qp {
     ctx: *mut mrc_context,
     qpn: Qpn,
     init: mrc_qp_init_attr,
+    /// Receives posted and not completed yet (at most `cap.max_recv_wr`).
+    recv_posted: AtomicU32,
+    /// The PD's engine handle (gather entries must name its regions).
+    pd: u32,
     post: Mutex<PostState>,
     local: Mutex<QpLocal>,
 }
@@ -471,8 +491,8 @@ pub unsafe extern "C" fn mrc_query_device_ex(
         *sup = 1;
         *a = mrc_device_attr {
             mrc_protocol_version: MRC_PROTOCOL_VERSION_1,
-            max_wimm: u16::MAX,
-            max_wimm_dest: u16::MAX,
+            max_wimm: sw_nic_max_wimm(vctx)?,
+            max_wimm_dest: sw_nic_max_wimm(vctx)?,
             max_mpr: u8::MAX,
             mpr_resolution: 1,
             max_qp_hint: 1 << 16,
@@ -480,6 +500,10 @@ pub unsafe extern "C" fn mrc_query_device_ex(
         };
         Ok(0)
     })
+}
+
+fn sw_nic_max_wimm(vctx: *mut ibv_context) -> Result<u16, Fail> {
+    Ok(context(vctx)?.nic.max_wimm)
 }
 
 /// `mrc_query_device` (1.0.0 semantics: the same answer).
@@ -730,6 +754,7 @@ pub unsafe extern "C" fn mrc_create_cq(
                 cq_context,
                 channel,
                 users: AtomicUsize::new(0),
+                armed: Arc::new(AtomicBool::new(false)),
                 events_got: AtomicU32::new(0),
                 events_acked: AtomicU32::new(0),
             },
@@ -803,11 +828,42 @@ pub unsafe extern "C" fn mrc_poll_cq(
         let got = handle.poll_cq(q.cq, &mut buf[..n]).map_err(Fail::from)?;
         // SAFETY: the caller gives `num_entries` writable entries; got <= n.
         let dst = unsafe { core::slice::from_raw_parts_mut(wc, got) };
+        let mut recvs = 0;
         for (d, w) in dst.iter_mut().zip(&buf[..got]) {
             *d = to_ibv_wc(w);
+            recvs += usize::from(w.opcode == WcOpcode::RecvRdmaWithImm);
+        }
+        drop(p);
+        if recvs > 0 {
+            // Receives completed (or flushed) leave their QP's receive queue.
+            // SAFETY: the parent outlives its children.
+            let ctx = unsafe { &*q.ctx };
+            let qps = lock(&ctx.shared.qps);
+            for w in buf_recvs(dst) {
+                if let Some(&qp) = qps.get(&w)
+                    && let Ok(qp) = obj(qp as *mut mrc_qp, Kind::Qp)
+                {
+                    let _ = qp
+                        .recv_posted
+                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1));
+                }
+            }
+        }
+        // A completion taken while the CQ was armed is the event the program asked for, also
+        // when the watcher has not seen it yet.
+        if got > 0 && !q.channel.is_null() && q.armed.swap(false, Ordering::AcqRel) {
+            // SAFETY: a channel outlives its CQs.
+            unsafe { &*q.channel }.shared.signal(cq as usize);
         }
         Ok(got as c_int)
     })
+}
+
+/// The QPNs of the receive completions among `wcs`.
+fn buf_recvs(wcs: &[ibv_wc]) -> impl Iterator<Item = u32> + '_ {
+    wcs.iter()
+        .filter(|w| w.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+        .map(|w| w.qp_num)
 }
 
 /// `mrc_destroy_cq`: EBUSY while a QP uses it; waits until every event got was acked.
@@ -826,7 +882,7 @@ pub unsafe extern "C" fn mrc_destroy_cq(cq: *mut mrc_cq) -> c_int {
         }
         // SAFETY: the parent outlives its children.
         let ctx = unsafe { &*q.ctx };
-        lock(&ctx.shared.armed).retain(|(c, _, _)| *c != cq as usize);
+        lock(&ctx.shared.armed).retain(|(c, ..)| *c != cq as usize);
         let handle = lock(&q.poll).0.clone();
         handle.destroy_cq(q.cq).map_err(Fail::from)?;
         if !q.channel.is_null() {
@@ -858,8 +914,9 @@ pub unsafe extern "C" fn mrc_req_notify_cq(cq: *mut mrc_cq, _solicited_only: c_i
         // SAFETY: a channel outlives its CQs; the context outlives both.
         let (ch, ctx) = unsafe { (&*q.channel, &*q.ctx) };
         let mut armed = lock(&ctx.shared.armed);
-        if !armed.iter().any(|(c, _, _)| *c == cq as usize) {
-            armed.push((cq as usize, q.cq, ch.shared.clone()));
+        if !q.armed.swap(true, Ordering::AcqRel) {
+            armed.retain(|(c, ..)| *c != cq as usize);
+            armed.push((cq as usize, q.cq, ch.shared.clone(), q.armed.clone()));
         }
         drop(armed);
         if let Some(w) = lock(&WATCHES).as_ref().and_then(|m| m.get(&ctx.nic.index))
@@ -1124,6 +1181,8 @@ pub unsafe extern "C" fn mrc_create_qp(
                 ctx: c,
                 qpn,
                 init,
+                recv_posted: AtomicU32::new(0),
+                pd: pd.pd.0,
                 post: Mutex::new(PostState {
                     handle,
                     sges: Vec::new(),
@@ -1327,6 +1386,14 @@ pub unsafe extern "C" fn mrc_modify_qp(
         if has(MRC_QP_RETRY_CNT) && (m.retry_linear_cnt > 7 || m.retry_exp_cnt > 25) {
             return Err(invalid("retry: linear at most 7, exponential at most 25"));
         }
+        let wimm_max = ctx.nic.max_wimm;
+        if has(MRC_QP_MAX_WIMM) && !(1..=wimm_max).contains(&m.max_wimm)
+            || has(MRC_QP_MAX_WIMM_DEST) && !(1..=wimm_max).contains(&m.max_wimm_dest)
+        {
+            return Err(invalid(&format!(
+                "max_wimm / max_wimm_dest: 1..={wimm_max} (mrc_device_attr.wimm_attr)"
+            )));
+        }
         if has(MRC_QP_CAP) && m.cap & !QP_CAP_MASK != 0 {
             return Err(invalid("unknown mrc_qp_cap bits"));
         }
@@ -1354,8 +1421,12 @@ pub unsafe extern "C" fn mrc_modify_qp(
                 QpTransition::Init(i)
             }
             IBV_QPS_RTR => {
-                if vmask & IBV_QP_AV == 0 || vmask & IBV_QP_DEST_QPN == 0 {
-                    return Err(invalid("INIT -> RTR needs IBV_QP_AV and IBV_QP_DEST_QPN"));
+                if vmask & (IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN)
+                    != IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN
+                {
+                    return Err(invalid(
+                        "INIT -> RTR needs IBV_QP_AV, IBV_QP_DEST_QPN and IBV_QP_RQ_PSN",
+                    ));
                 }
                 if v.ah_attr.is_global == 0 {
                     return Err(invalid(
@@ -1363,11 +1434,7 @@ pub unsafe extern "C" fn mrc_modify_qp(
                     ));
                 }
                 let remote = ctx.nic.remote(v.ah_attr.grh.dgid.raw)?;
-                let psn = if vmask & IBV_QP_RQ_PSN != 0 {
-                    v.rq_psn
-                } else {
-                    0
-                };
+                let psn = v.rq_psn;
                 let mut r = RtrAttr::new(remote, Qpn(v.dest_qp_num), psn & 0xff_ffff);
                 if has(MRC_QP_MAX_WIMM_DEST) {
                     r.wimm_limit = m.max_wimm_dest;
@@ -1393,11 +1460,10 @@ pub unsafe extern "C" fn mrc_modify_qp(
                 QpTransition::Rtr(r)
             }
             IBV_QPS_RTS => {
-                let psn = if vmask & IBV_QP_SQ_PSN != 0 {
-                    v.sq_psn
-                } else {
-                    0
-                };
+                if vmask & IBV_QP_SQ_PSN == 0 {
+                    return Err(invalid("RTR -> RTS needs IBV_QP_SQ_PSN"));
+                }
+                let psn = v.sq_psn;
                 let mut r = RtsAttr::new(psn & 0xff_ffff);
                 if has(MRC_QP_MAX_WIMM) {
                     r.wimm_limit = m.max_wimm;
@@ -1449,7 +1515,9 @@ pub unsafe extern "C" fn mrc_modify_qp(
         }
         new.state = to;
         if to == IBV_QPS_RESET {
+            // RESET empties the queues (no completions).
             lock(&ctx.shared.failed).retain(|&n| n != q.qpn.0);
+            q.recv_posted.store(0, Ordering::Release);
         }
         *local = new;
         Ok(0)
@@ -1474,12 +1542,23 @@ pub unsafe extern "C" fn mrc_query_qp(
         if mmask & !QP_ATTR_MASK != 0 {
             return Err(invalid("unknown mrc_qp_attr_mask bits"));
         }
-        let local = *lock(&q.local);
+        let mut local = *lock(&q.local);
         let handle = lock(&q.post).handle.clone();
-        let state = handle
-            .query_qp(q.qpn)
-            .map(|i| engine_state(i.state))
-            .map_err(Fail::from)?;
+        let info = handle.query_qp(q.qpn).map_err(Fail::from)?;
+        let state = engine_state(info.state);
+        // The values the QP uses, also those it was not given (the engine's defaults).
+        let units = |psns: u32| (psns / MPR_UNIT).min(u32::from(u8::MAX)) as u8;
+        if let Some(r) = info.rtr {
+            local.mrc.mpr_dest = units(r.mpr);
+            local.mrc.max_wimm_dest = r.wimm_limit;
+        }
+        if let Some(r) = info.rts {
+            local.mrc.mpr = units(r.mpr);
+            local.mrc.max_wimm = r.wimm_limit;
+            local.mrc.timeout = r.timeout;
+            local.mrc.retry_linear_cnt = r.retry_linear;
+            local.mrc.retry_exp_cnt = r.retry_exp;
+        }
         if vmask != 0 || !vattr.is_null() {
             let v = out(vattr, "vattr")?;
             // SAFETY: every field of `ibv_qp_attr` is an integer: all zeroes is a value.
@@ -1577,6 +1656,17 @@ pub unsafe extern "C" fn mrc_post_send(
                 }
                 // SAFETY: the caller gives `num_sge` readable entries at `sg_list`.
                 let list = unsafe { core::slice::from_raw_parts(w.sg_list, n) };
+                // SAFETY: the parent outlives its children.
+                let nic = &unsafe { &*q.ctx }.nic;
+                if let Some(s) = list
+                    .iter()
+                    .find(|s| !nic.covers(s.lkey, s.addr, s.length, q.pd))
+                {
+                    return Err(invalid(&format!(
+                        "gather entry {:#x}+{} is not inside a region of the QP's PD with lkey {:#x}",
+                        s.addr, s.length, s.lkey
+                    )));
+                }
                 sges.extend(list.iter().map(|s| Sge {
                     addr: s.addr,
                     length: s.length,
@@ -1632,12 +1722,30 @@ pub unsafe extern "C" fn mrc_post_recv(
             failed = cur;
             // SAFETY: a non-null element of the list the caller gives as readable.
             let w = unsafe { &*cur };
-            if w.num_sge < 0 {
-                return Err(invalid("num_sge < 0"));
+            if w.num_sge < 0 || w.num_sge as u32 > q.init.cap.max_recv_sge {
+                return Err(invalid(&format!(
+                    "num_sge {}: 0..={} (the QP's max_recv_sge)",
+                    w.num_sge, q.init.cap.max_recv_sge
+                )));
             }
-            p.handle
-                .post_recv(q.qpn, &RecvWr { wr_id: w.wr_id })
-                .map_err(Fail::from)?;
+            if q.recv_posted
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                    (v < q.init.cap.max_recv_wr).then_some(v + 1)
+                })
+                .is_err()
+            {
+                return Err(fail(
+                    libc::ENOMEM,
+                    format!(
+                        "the receive queue is full ({} receives posted and not completed)",
+                        q.init.cap.max_recv_wr
+                    ),
+                ));
+            }
+            if let Err(e) = p.handle.post_recv(q.qpn, &RecvWr { wr_id: w.wr_id }) {
+                q.recv_posted.fetch_sub(1, Ordering::AcqRel);
+                return Err(e.into());
+            }
             cur = w.next;
         }
         Ok(0)

@@ -278,6 +278,29 @@ pub struct NicShared {
     pub down: Mutex<Vec<bool>>,
     /// The payload MTU.
     pub mtu: u32,
+    /// The engine's bound on a QP's Write-with-Immediates in flight (either role).
+    pub max_wimm: u16,
+    /// Registered regions by lkey: (first address, length, PD). `mrc_post_send` checks gather
+    /// entries against it, as a NIC checks them before it reads (a bad lkey or range fails the
+    /// post with EINVAL instead of reaching the engine).
+    pub mrs: std::sync::RwLock<HashMap<u32, (u64, u64, u32)>>,
+}
+
+impl NicShared {
+    /// Whether `len` bytes at `addr` lie in the region `lkey` of PD `pd`.
+    pub fn covers(&self, lkey: u32, addr: u64, len: u32, pd: u32) -> bool {
+        self.mrs
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&lkey)
+            .is_some_and(|&(start, n, p)| {
+                p == pd
+                    && addr >= start
+                    && addr
+                        .checked_add(u64::from(len))
+                        .is_some_and(|end| end <= start + n)
+            })
+    }
 }
 
 impl NicShared {
@@ -435,6 +458,8 @@ fn nic_shared(
         plan,
         down: Mutex::new(vec![false; ec.ports.len()]),
         mtu: ec.payload_mtu,
+        max_wimm: ec.limits.max_wimm,
+        mrs: std::sync::RwLock::default(),
     }
 }
 
@@ -978,6 +1003,11 @@ pub unsafe extern "C" fn mrc_sw_ibv_reg_mr_iova2(
             .handle()
             .reg_mr_owned(sw.pd, iova, memory, acc)
             .map_err(Fail::from)?;
+        sw.nic
+            .mrs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(keys.lkey, (iova, length as u64, sw.pd.0));
         let m = Box::into_raw(Box::new(SwMr {
             ibv: ibv_mr {
                 context: sw.ibv.context,
@@ -1038,6 +1068,11 @@ pub unsafe extern "C" fn mrc_sw_ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
         // SAFETY: registered while the region lives.
         let m = unsafe { &*mr.cast::<SwMr>() };
         drop(m.nic.handle().dereg_mr(m.ibv.lkey).map_err(Fail::from)?);
+        m.nic
+            .mrs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&m.ibv.lkey);
         unregister(mr.cast());
         // SAFETY: registered by `reg_mr`, unregistered now; not used again.
         drop(unsafe { Box::from_raw(mr.cast::<SwMr>()) });
