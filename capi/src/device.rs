@@ -225,21 +225,25 @@ impl Config {
 /// the process id, distinct for every process of a run.
 fn default_addr() -> Ipv6Addr {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    addr_for(&host, std::process::id())
+}
+
+/// fd00:6d72:63:0:HHHH:HHHH:PPPP:PPPP: 32 bits of the host name's hash, the 32 bits of the
+/// process id (distinct processes of one host never share an address).
+fn addr_for(host: &str, pid: u32) -> Ipv6Addr {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in host.trim().bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
     }
-    let pid = u64::from(std::process::id());
-    let id = (h << 32) ^ pid;
     Ipv6Addr::new(
         0xfd00,
         0x6d72,
         0x63,
         0,
-        (id >> 48) as u16,
-        (id >> 32) as u16,
-        (id >> 16) as u16,
-        id as u16 | 1,
+        (h >> 48) as u16,
+        (h >> 32) as u16,
+        (pid >> 16) as u16,
+        pid as u16,
     )
 }
 
@@ -1091,4 +1095,17 @@ pub extern "C" fn mrc_sw_ibv_wc_status_str(status: c_int) -> *const c_char {
 pub extern "C" fn mrc_sw_ibv_unsupported() -> c_int {
     set_errno(libc::EOPNOTSUPP);
     -1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::addr_for;
+
+    #[test]
+    fn processes_of_one_host_get_distinct_addresses() {
+        let addrs: std::collections::HashSet<_> =
+            (1000..1100).map(|pid| addr_for("node1", pid)).collect();
+        assert_eq!(addrs.len(), 100);
+        assert_ne!(addr_for("node1", 7), addr_for("node2", 7));
+    }
 }

@@ -21,8 +21,8 @@ pub mod ibv;
 
 use core::ffi::c_int;
 use std::collections::HashMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{PoisonError, RwLock};
 
 use mrc_nic::NicError;
@@ -141,7 +141,9 @@ impl Hasher for AddrHasher {
     }
 
     fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+        self.0 = (n as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
     }
 }
 
@@ -153,7 +155,11 @@ pub(crate) fn register(p: *mut core::ffi::c_void, kind: Kind) {
 }
 
 pub(crate) fn unregister(p: *mut core::ffi::c_void) {
-    if let Some(m) = LIVE.write().unwrap_or_else(PoisonError::into_inner).as_mut() {
+    if let Some(m) = LIVE
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_mut()
+    {
         m.remove(&(p as usize));
     }
 }

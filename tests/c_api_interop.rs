@@ -1,0 +1,138 @@
+//! The C benchmark of `examples/benchmark` (`mrc_bench` over `include/mrc.h`) as two hosts of
+//! the kernel SRv6 fabric (docs/interop.md), as `kernel_interop` runs mrc-perf: `scripts/fabric.sh
+//! up` makes the small plan's switches out of network namespaces; each host's lib_mrc.so runs its
+//! DPDK device on the host's veths, one `net_af_packet` port per plane, in SRv6 mode
+//! (`MRC_PLAN=small`, `MRC_HOST=hN`: the plan's address, T0s found by neighbour discovery); the
+//! benchmark's TCP exchange runs on a management veth between the two host namespaces. A sweep
+//! of a few sizes with `--check`: the server verified every byte of every Write.
+//!
+//! Needs root, iproute2, bash, DPDK and a C compiler with libibverbs-dev's header: otherwise
+//! skipped with a message, or failed under `MRC_REQUIRE_ALL=1`. The namespaces (and so every
+//! veth) carry a unique prefix and are deleted by the fabric's guard on every exit path; the
+//! benchmark processes are killed by theirs, their DPDK runtime directories and the scratch
+//! directory removed.
+
+// The fabric and the tools that build it; the captures and mrc-perf's processes are
+// kernel_interop's.
+#[allow(dead_code)]
+#[path = "interop/harness.rs"]
+mod harness;
+
+#[path = "c_api/bench.rs"]
+mod bench;
+
+use std::time::Duration;
+
+use bench::{Bench, Scratch};
+use harness::{Fabric, Tools, eal, runs, skip, unique};
+use mrc_srv6::plan::{HostId, Plan};
+use mrc_tests::DpdkRuntimeDirs;
+
+const PLAN: &str = "small";
+/// The server's address on the management veth (`fabric.sh mgmt`).
+const SERVER_MGMT: &str = "192.0.2.2";
+const LIMIT: Duration = Duration::from_mins(1);
+
+/// `Some` if every prerequisite is there (else skipped, or failed under MRC_REQUIRE_ALL=1).
+fn prerequisites(test: &str) -> Option<Tools> {
+    let checks: [(&str, &str, &[&str]); 3] = [
+        ("needs root", "sh", &["-c", "test \"$(id -u)\" -eq 0"]),
+        (
+            "needs iproute2 with netns (install iproute2)",
+            "ip",
+            &["netns", "list"],
+        ),
+        ("needs bash", "bash", &["-c", "true"]),
+    ];
+    for (why, cmd, args) in checks {
+        if !runs(cmd, args) {
+            skip(test, why);
+            return None;
+        }
+    }
+    if let Some(why) = bench::cannot_build() {
+        skip(test, why);
+        return None;
+    }
+    match Tools::find() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            skip(test, &e);
+            None
+        }
+    }
+}
+
+#[test]
+fn mrc_bench_between_two_hosts_of_the_kernel_srv6_fabric() {
+    let test = "mrc_bench_between_two_hosts_of_the_kernel_srv6_fabric";
+    let Some(tools) = prerequisites(test) else {
+        return;
+    };
+    let lib = bench::libraries();
+    let scratch = Scratch::new("mrc-bench-ki-");
+    let exe = bench::build(&scratch.0, &lib);
+
+    // The ends mrc-perf --plan picks: host 0 the client, the first host of rack 1 the server.
+    let plan = Plan::load_or_builtin(PLAN).expect("the small plan");
+    let (client, server) = (HostId(0), plan.host_at(1, 0));
+    let (c, s) = (client.to_string(), server.to_string());
+    let f = Fabric::up(&tools, PLAN, &unique("kc"));
+    f.script(&["mgmt", &c, &s]);
+    f.script(&["dpdkhost", &c]);
+    f.script(&["dpdkhost", &s]);
+
+    let (iters, warmup) = (20_u64, 2_u64);
+    let (n, w) = (iters.to_string(), warmup.to_string());
+    let args = [
+        "-c",
+        "-n",
+        &n,
+        "-w",
+        &w,
+        "--min-size",
+        "64",
+        "-s",
+        "1M",
+        "--step-factor",
+        "16",
+    ];
+    let start = |host: &str, prefix: &str, extra: &[&str], what: &str| -> Bench {
+        let ns = f.ns(host);
+        let host_eal = eal(prefix, plan.planes());
+        let env = [
+            ("MRC_EAL", host_eal.as_str()),
+            ("MRC_PLAN", PLAN),
+            ("MRC_HOST", host),
+        ];
+        Bench::spawn(
+            bench::command(&["ip", "netns", "exec", &ns], &exe, &env)
+                .args(args)
+                .args(extra),
+            &scratch.0,
+            what,
+        )
+    };
+    let (sp, cp) = (unique("mrc-kc-s"), unique("mrc-kc-c"));
+    let _dirs = (DpdkRuntimeDirs(sp.clone()), DpdkRuntimeDirs(cp.clone()));
+    // The default TCP port: each host namespace has its own.
+    let mut server_proc = start(&s, &sp, &[], "server");
+    if !server_proc.wait_for(bench::SERVER_READY, LIMIT) {
+        let out = server_proc.finish(LIMIT);
+        if bench::no_dpdk(&out) {
+            return skip(
+                test,
+                "lib_mrc.so was built without DPDK (install libdpdk-dev)",
+            );
+        }
+        panic!("{}", bench::shown("server", &out));
+    }
+    let mut client_proc = start(&c, &cp, &[SERVER_MGMT], "client");
+    let out_c = client_proc.finish(LIMIT);
+    assert!(out_c.status.success(), "{}", bench::shown("client", &out_c));
+    let out_s = server_proc.finish(LIMIT);
+    let sizes = bench::sweep(64, 1 << 20, 16);
+    bench::assert_run(&out_c, &out_s, &sizes, (iters, warmup), true);
+    let rows = mrc_tests::text(&out_c).0;
+    println!("{test}: client {c}, server {s}: every byte of sizes {sizes:?} checked\n{rows}");
+}

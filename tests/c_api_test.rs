@@ -1,0 +1,93 @@
+//! `tests/c/mrc_api_test.c`: every function of `include/mrc.h` and of the software verbs
+//! device on its success and error paths (bad masks, wrong transitions, refused opcodes,
+//! over-long scatter lists, full queues, objects in use, completion and async events), built
+//! the way OCP's example makefile builds a program and run on the default in-memory device; it
+//! must exit 0 with its ok line.
+//!
+//! Needs a C compiler and libibverbs-dev's header: otherwise skipped with a message, or failed
+//! under `MRC_REQUIRE_ALL=1`.
+
+#[path = "c_api/bench.rs"]
+#[allow(dead_code)] // the benchmark's helpers this test does not use
+mod bench;
+
+use std::fs::File;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bench::Scratch;
+use mrc_tests::skip;
+
+const TEST: &str = "c_api_test";
+
+/// The program stops itself after 240 s (a watchdog alarm); this is the backstop.
+const DEADLINE: Duration = Duration::from_mins(5);
+
+/// The software device's configuration keys: unset, so the program gets the default
+/// in-memory device (two hosts on two planes) whatever the caller's environment says.
+const DEVICE_KEYS: [&str; 10] = [
+    "MRC_CONFIG",
+    "MRC_DEVICE",
+    "MRC_MEM_HOSTS",
+    "MRC_MEM_PLANES",
+    "MRC_EAL",
+    "MRC_ADDR",
+    "MRC_PLAN",
+    "MRC_HOST",
+    "MRC_CTL_DIR",
+    "MRC_API_TEST_CONTINUE",
+];
+
+#[test]
+fn every_mrc_h_function_behaves_as_documented() {
+    if let Some(why) = bench::cannot_build() {
+        skip(TEST, why);
+        return;
+    }
+    let lib = bench::libraries();
+    let scratch = Scratch::new("mrc-api-test-");
+    let exe = bench::compile(
+        &scratch.0,
+        &lib,
+        "mrc_api_test",
+        &[bench::workspace().join("tests/c/mrc_api_test.c")],
+    );
+    // Output into files (no pipe to fill and block on), the child killed past the deadline.
+    let (out_path, err_path) = (scratch.0.join("stdout"), scratch.0.join("stderr"));
+    let mut cmd = Command::new(&exe);
+    for key in DEVICE_KEYS {
+        cmd.env_remove(key);
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(File::create(&out_path).expect("stdout file"))
+        .stderr(File::create(&err_path).expect("stderr file"))
+        .spawn()
+        .expect("run mrc_api_test");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for mrc_api_test") {
+            break Some(status);
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let Some(status) = status else {
+        panic!("mrc_api_test still running after {DEADLINE:?}, killed:\n{stdout}{stderr}");
+    };
+    assert!(
+        status.success(),
+        "mrc_api_test failed ({status}):\n{stdout}{stderr}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("mrc_api_test: ok (")),
+        "no ok line:\n{stdout}{stderr}"
+    );
+    print!("{stdout}");
+}
