@@ -1402,11 +1402,11 @@ pub unsafe extern "C" fn mrc_modify_qp(
             IBV_QPS_INIT => {
                 let mut i = InitAttr::default();
                 if has(MRC_QP_EV_PROFILE_ID) {
-                    i.ev_profile = crate::ctl::ev_profile_index(ctx, m.ev_profile_id)?;
+                    i.ev_profile = crate::profiles::ev_profile_index(&ctx.nic, m.ev_profile_id)?;
                     new.mrc.ev_profile_id = m.ev_profile_id;
                 }
                 if has(MRC_QP_CC_PROFILE_ID) {
-                    i.cc_profile = crate::ctl::cc_profile_index(ctx, m.cc_profile_id)?;
+                    i.cc_profile = crate::profiles::cc_profile_index(&ctx.nic, m.cc_profile_id)?;
                     new.mrc.cc_profile_id = m.cc_profile_id;
                 }
                 if has(MRC_QP_HINT) && !m.qp_hint.is_null() {

@@ -18,6 +18,7 @@ pub mod api;
 pub mod ctl;
 pub mod device;
 pub mod ibv;
+pub mod profiles;
 
 use core::ffi::c_int;
 use std::collections::HashMap;

@@ -53,9 +53,13 @@ impl Drop for Scratch {
     }
 }
 
-/// The directory of this build's `lib_mrc.so` and `libibverbs.so`: the test binary's
-/// `target/<profile>/`. `cargo test` builds neither library for this crate (mrc-verbs has no
-/// test, nothing here links mrc-capi), so they are built (or found up to date) here first.
+/// The directory of `lib_mrc.so` and `libibverbs.so`, built for these tests into a target
+/// directory of their own (`target/c-api/<profile>/`). `cargo test` builds neither where a C
+/// program can link it (mrc-verbs has no test; mrc-capi's cdylib stays in `deps/`), and a
+/// build into the shared target directory would rewrite `deps/lib_mrc.so` with other features
+/// than the workspace's (a cdylib's file name carries no hash) while programs of other tests
+/// use it. Cargo serialises the tests' builds on that directory; after the first they are
+/// no-ops.
 pub fn libraries() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     // target/<profile>/deps/<test>-… → target/<profile>/ and target/
@@ -64,14 +68,15 @@ pub fn libraries() -> PathBuf {
         .and_then(Path::parent)
         .expect("target/<profile>")
         .to_path_buf();
-    let target = profile_dir.parent().expect("target/");
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let target = profile_dir.parent().expect("target/").join("c-api");
     let mut cargo = Command::new(env!("CARGO"));
     cargo
         .current_dir(workspace())
         .args(["build", "--quiet", "-p", "mrc-capi", "-p", "mrc-verbs"])
         .arg("--target-dir")
-        .arg(target);
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        .arg(&target);
+    if release {
         cargo.arg("--release");
     }
     let out = cargo.output().expect("cargo runs");
@@ -80,14 +85,15 @@ pub fn libraries() -> PathBuf {
         "cargo build -p mrc-capi -p mrc-verbs: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let dir = target.join(if release { "release" } else { "debug" });
     for lib in ["lib_mrc.so", "libibverbs.so"] {
         assert!(
-            profile_dir.join(lib).exists(),
+            dir.join(lib).exists(),
             "{lib} not in {} after cargo build",
-            profile_dir.display()
+            dir.display()
         );
     }
-    profile_dir
+    dir
 }
 
 /// Why this machine cannot build a verbs program, if it cannot: no C compiler (`$CC`, else
