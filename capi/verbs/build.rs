@@ -9,6 +9,9 @@ use std::process::Command;
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let stub = out.join("lib_mrc.so");
+    // Linked by path, with no link-search directory: cargo puts build scripts' search
+    // directories on LD_LIBRARY_PATH when it runs tests and binaries, and this stub must never
+    // be found at run time in place of the real lib_mrc.so.
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let status = Command::new(&cc)
         .args([
@@ -26,11 +29,10 @@ fn main() {
         status.success(),
         "{cc} could not make the lib_mrc.so link stub"
     );
-    println!("cargo:rustc-link-search=native={}", out.display());
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libibverbs.so");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-rpath,$ORIGIN");
     println!("cargo:rustc-cdylib-link-arg=-Wl,--no-as-needed");
-    println!("cargo:rustc-cdylib-link-arg=-l_mrc");
+    println!("cargo:rustc-cdylib-link-arg={}", stub.display());
     println!("cargo:rustc-cdylib-link-arg=-Wl,--as-needed");
     println!("cargo:rerun-if-changed=build.rs");
 }

@@ -163,6 +163,9 @@ pub fn command(prefix: &[&str], exe: &Path, env: &[(&str, &str)]) -> Command {
     for k in DEVICE_KEYS {
         cmd.env_remove(k);
     }
+    // The program finds its libraries through its rpath, as a user's does: cargo runs tests
+    // with build scripts' directories on LD_LIBRARY_PATH.
+    cmd.env_remove("LD_LIBRARY_PATH");
     cmd.env("MRC_DEBUG", "1").envs(env.iter().copied());
     cmd
 }
