@@ -12,7 +12,7 @@
 use core::ffi::{c_int, c_uint, c_void};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use mrc_nic::{NicEvent, NicHandle};
@@ -36,7 +36,9 @@ use crate::ibv::{
     ibv_ah_attr, ibv_context, ibv_gid, ibv_global_route, ibv_pd, ibv_qp_attr, ibv_qp_cap,
     ibv_recv_wr, ibv_send_wr, ibv_wc,
 };
-use crate::{Fail, Kind, fail, guard_int, guard_ptr, invalid, live, register, unregister};
+use crate::{
+    Fail, Kind, fail, guard_int, guard_ptr, input, invalid, live, lock, out, register, unregister,
+};
 
 // ---- constants of mrc.h / mrc_api_ver.h ----------------------------------------------------
 
@@ -187,10 +189,6 @@ pub struct mrc_async_event {
 }
 
 // ---- the objects ---------------------------------------------------------------------------
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// What the watcher and the API share about one MRC context.
 #[derive(Debug, Default)]
@@ -440,23 +438,7 @@ unsafe fn free_obj<T>(p: *mut T) {
     drop(unsafe { Box::from_raw(p) });
 }
 
-fn out<T>(p: *mut T, what: &str) -> Result<&'static mut T, Fail> {
-    if p.is_null() {
-        return Err(invalid(&format!("{what} is NULL")));
-    }
-    // SAFETY: non-null; the caller gives a writable `T` (the header's contract).
-    Ok(unsafe { &mut *p })
-}
-
-fn input<T: Copy>(p: *const T, what: &str) -> Result<T, Fail> {
-    if p.is_null() {
-        return Err(invalid(&format!("{what} is NULL")));
-    }
-    // SAFETY: non-null; the caller gives a readable `T`.
-    Ok(unsafe { *p })
-}
-
-fn ctx_of<'a>(c: *mut mrc_context) -> Result<&'a mrc_context, Fail> {
+pub(crate) fn ctx_of<'a>(c: *mut mrc_context) -> Result<&'a mrc_context, Fail> {
     obj(c, Kind::Context)
 }
 

@@ -11,15 +11,15 @@
 
 use core::ffi::{CStr, c_char, c_int, c_void};
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
-use crate::api::{mrc_comp_channel, mrc_context, mrc_cq};
+use crate::api::{ctx_of, mrc_comp_channel, mrc_context, mrc_cq};
 use crate::device::{NicShared, context, set_mem_link};
 pub use crate::profiles::{
     MRC_CTL_PROFILE_INIT, MRC_CTL_PROFILE_OFFLINE, MRC_CTL_PROFILE_ONLINE, mrc_ctl_cc_nscc_cfg,
 };
 use crate::profiles::{NSCC, NSCC_KEYS, Record, Which, engine_ev, nscc_of_record, nscc_to_record};
-use crate::{Fail, Kind, fail, guard_int, guard_ptr, invalid, live};
+use crate::{Fail, fail, guard_int, guard_ptr, input, invalid, lock, out};
 
 // ---- constants of mrc_ctl.h / mrc_ctl_api_ver.h ---------------------------------------------
 
@@ -206,17 +206,6 @@ fn check_id(id: u64) -> Result<(), Fail> {
     Ok(())
 }
 
-fn ctx_of<'a>(c: *mut mrc_context) -> Result<&'a mrc_context, Fail> {
-    live(c.cast(), Kind::Context)?;
-    // SAFETY: registered as a live context by `mrc_create_context`, unregistered before it is
-    // freed.
-    Ok(unsafe { &*c })
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 fn unsupported(what: &str) -> Fail {
     fail(libc::EOPNOTSUPP, format!("{what}: not supported by mrc-rs"))
 }
@@ -280,22 +269,6 @@ fn device_attr(nic: &NicShared) -> mrc_ctl_device_attr {
         },
         opt_attr: 0,
     }
-}
-
-fn out<T>(p: *mut T, what: &str) -> Result<&'static mut T, Fail> {
-    if p.is_null() {
-        return Err(invalid(&format!("{what} is NULL")));
-    }
-    // SAFETY: non-null; the caller gives a writable `T` (the header's contract).
-    Ok(unsafe { &mut *p })
-}
-
-fn input<T: Copy>(p: *const T, what: &str) -> Result<T, Fail> {
-    if p.is_null() {
-        return Err(invalid(&format!("{what} is NULL")));
-    }
-    // SAFETY: non-null; the caller gives a readable `T`.
-    Ok(unsafe { *p })
 }
 
 /// `mrc_ctl_query_device_ex`.

@@ -31,7 +31,7 @@ use crate::ibv::{
     SYSFS_NAME_MAX, SYSFS_PATH_MAX, ibv_context, ibv_device, ibv_device_attr, ibv_gid, ibv_mr,
     ibv_pd, ibv_port_attr,
 };
-use crate::{Fail, Kind, fail, guard_int, guard_ptr, live, set_errno, unregister};
+use crate::{Fail, Kind, fail, guard_int, guard_ptr, live, lock, set_errno, unregister};
 
 /// Outer IPv6 40 + SRH 24 + inner IPv6 40 + UDP 8 + BTH 12 + METH 4 + TSETH 4 + RETH 16 +
 /// ImmDt 4 + ICRC 4 (brief §2.1): the headers a plan's MTU must leave room for.
@@ -64,10 +64,6 @@ struct DpdkConfig {
     addr: Option<Ipv6Addr>,
     /// SRv6 mode: the plan and this host.
     plan: Option<(Arc<Plan>, HostId)>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The settings: `MRC_CONFIG`'s file, then the environment over it.

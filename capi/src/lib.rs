@@ -24,7 +24,7 @@ use core::ffi::c_int;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 
 use mrc_nic::NicError;
 use mrc_transport::verbs::VerbsError;
@@ -61,6 +61,30 @@ impl From<NicError> for Fail {
             other => Self(libc::EIO, other.to_string()),
         }
     }
+}
+
+/// A mutex's guard; a panic while it was held (caught at the API's edge) does not make the
+/// data unusable.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// An output parameter from C: EINVAL when NULL.
+pub(crate) fn out<T>(p: *mut T, what: &str) -> Result<&'static mut T, Fail> {
+    if p.is_null() {
+        return Err(invalid(&format!("{what} is NULL")));
+    }
+    // SAFETY: non-null; the caller gives a writable `T` (the header's contract).
+    Ok(unsafe { &mut *p })
+}
+
+/// An input parameter from C, copied: EINVAL when NULL.
+pub(crate) fn input<T: Copy>(p: *const T, what: &str) -> Result<T, Fail> {
+    if p.is_null() {
+        return Err(invalid(&format!("{what} is NULL")));
+    }
+    // SAFETY: non-null; the caller gives a readable `T`.
+    Ok(unsafe { *p })
 }
 
 pub(crate) fn set_errno(e: c_int) {

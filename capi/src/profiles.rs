@@ -13,18 +13,14 @@ use core::ffi::{CStr, c_int};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use mrc_transport::Duration;
 use mrc_transport::cc::{CcProfile, NsccConfig};
 use mrc_transport::config::{EvProfile, defaults};
 
 use crate::device::NicShared;
-use crate::{Fail, fail, invalid};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::{Fail, fail, invalid, lock};
 
 pub const MRC_CTL_PROFILE_INIT: c_int = 0;
 pub const MRC_CTL_PROFILE_OFFLINE: c_int = 1;
