@@ -8,7 +8,7 @@ use std::sync::Arc;
 use mrc_srv6::wire::EthernetAddress;
 
 use crate::cc::CcProfile;
-use crate::path::PathSource;
+use crate::path::{PathSource, SrPath};
 use crate::time::Duration;
 use crate::wire::WireConfig;
 
@@ -133,29 +133,85 @@ pub enum SelectorKind {
     SinglePath,
 }
 
-/// An EV profile (the API's `mrc_ctl` EV profiles, brief §3.1, §7.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// EVs one QP holds at most, over all its planes (an EV id names a table entry in 12 bits:
+/// ECMP mode carries it in the flow label, brief §3.1).
+pub const MAX_EVS_PER_QP: usize = 1 << 12;
+
+/// One EV a controller listed (OCP `mrc_ctl.h`, EXP and GEN EV profiles, brief §3.1): the
+/// plane (= local port, 0-based) it leaves on and what names its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ExplicitEv {
+    /// The plane (= local port, 0-based) it leaves on.
+    pub plane: u8,
+    /// What names its path: an entropy (ECMP mode) or a route (SRv6 mode).
+    pub value: ExplicitValue,
+}
+
+/// What names the path of an [`ExplicitEv`] (OCP `mrc_ctl.h` `mrc_ctl_ev_t`, brief §3.1): it
+/// must match the endpoint's [`PathMode`], or the QP fails to reach RTR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExplicitValue {
+    /// ECMP mode: the 32-bit EV on the wire exactly (UDP source port + flow label, split by
+    /// the endpoint's `EntropyOrder`).
+    Entropy(u32),
+    /// SRv6 mode: the route (outer DA and optional SRH segment).
+    Route(SrPath),
+}
+
+/// An EV profile (the API's `mrc_ctl` EV profiles, brief §3.1, §7.2; OCP mrc_ctl.h EV
+/// profiles).
+///
+/// Either the EVs are generated per QP ([`Self::evs_per_plane`] of each plane: from the plan
+/// in SRv6 mode, drawn at random in ECMP mode), or, with [`Self::explicit`], a QP takes
+/// exactly the controller's list.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EvProfile {
+    /// EVs generated per plane (ignored with an [`explicit`](Self::explicit) list).
     pub evs_per_plane: u16,
+    /// Active EVs per plane; the rest of the plane's EVs are backups.
     pub active_per_plane: u16,
+    /// Active EVs per plane that path-failure demotions never go below
+    /// ([`defaults::EV_FLOOR_PER_PLANE`]).
     pub floor_per_plane: u16,
+    /// Rotations between reshuffles of the spray order (brief §3.2).
     pub reshuffle_rounds: u32,
+    /// The EV selection policy.
     pub selector: SelectorKind,
+    /// Consecutive successful probes that bring a retired EV back.
     pub probe_successes: u8,
     /// Consecutive inferred losses that retire an EV ([`defaults::INFERRED_LOSSES_TO_RETIRE`]).
     pub inferred_losses_to_retire: u8,
+    /// ECMP mode: failures within [`Self::remap_window`] read as a remap (brief §8.2).
     pub remap_burst: u16,
+    /// ECMP mode: the window of [`Self::remap_burst`].
     pub remap_window: Duration,
+    /// The controller's own EVs (OCP mrc_ctl.h EXP and GEN EV profiles, brief §3.1): a QP
+    /// initialised with this profile builds its EV table from exactly this list (plane 0's
+    /// entries in list order, then plane 1's, ...; duplicates weight the spray), and
+    /// [`Self::evs_per_plane`] is ignored. `None` (the default): EVs are generated.
+    pub explicit: Option<Arc<[ExplicitEv]>>,
 }
 
 impl EvProfile {
-    /// Whether the sizes are consistent for a NIC with `ports` planes (at most 4096 EVs per QP).
+    /// Whether the sizes are consistent for a NIC with `ports` planes (at most
+    /// [`MAX_EVS_PER_QP`] EVs per QP). With an [`explicit`](Self::explicit) list: the list is
+    /// non-empty, at most [`MAX_EVS_PER_QP`] long and names only planes below `ports`
+    /// (OCP mrc_ctl.h EV profiles, brief §3.1).
     pub fn fits(&self, ports: usize) -> bool {
-        self.evs_per_plane != 0
-            && self.active_per_plane != 0
-            && self.active_per_plane <= self.evs_per_plane
+        let evs = match &self.explicit {
+            Some(list) => {
+                !list.is_empty()
+                    && list.len() <= MAX_EVS_PER_QP
+                    && list.iter().all(|e| usize::from(e.plane) < ports)
+            }
+            None => {
+                self.evs_per_plane != 0
+                    && self.active_per_plane <= self.evs_per_plane
+                    && usize::from(self.evs_per_plane).saturating_mul(ports) <= MAX_EVS_PER_QP
+            }
+        };
+        evs && self.active_per_plane != 0
             && self.floor_per_plane <= self.active_per_plane
-            && u32::from(self.evs_per_plane) * ports as u32 <= 1 << 12
             && self.probe_successes != 0
             && self.inferred_losses_to_retire != 0
     }
@@ -173,6 +229,7 @@ impl Default for EvProfile {
             inferred_losses_to_retire: defaults::INFERRED_LOSSES_TO_RETIRE,
             remap_burst: defaults::REMAP_BURST,
             remap_window: defaults::REMAP_WINDOW,
+            explicit: None,
         }
     }
 }
@@ -338,10 +395,111 @@ pub enum ConfigError {
     PayloadMtu(u32),
     #[error("at least one EV profile and one CC profile are needed")]
     NoProfile,
-    #[error("EV profile sizes are inconsistent (or above 4096 EVs per QP)")]
+    #[error(
+        "EV profile sizes are inconsistent, above 4096 EVs per QP, or its EV list is empty or \
+         names a missing plane"
+    )]
     EvProfile,
     #[error("limits exceed what QPN and PSN spaces can index")]
     Limits,
     #[error("no room for another profile (profile indices are 16-bit)")]
     TooManyProfiles,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(list: Vec<ExplicitEv>) -> EvProfile {
+        EvProfile {
+            explicit: Some(list.into()),
+            ..EvProfile::default()
+        }
+    }
+
+    fn stev(plane: u8, v: u32) -> ExplicitEv {
+        ExplicitEv {
+            plane,
+            value: ExplicitValue::Entropy(v),
+        }
+    }
+
+    #[test]
+    fn an_explicit_list_fits_when_non_empty_on_existing_planes_and_at_most_4096_long() {
+        // `evs_per_plane` is ignored: 0, or too many for the ports, does not matter.
+        let p = EvProfile {
+            evs_per_plane: 0,
+            ..listed(vec![stev(0, 1), stev(1, 2), stev(1, 2)])
+        };
+        assert!(p.fits(2));
+        assert!(!p.fits(1), "plane 1 on a one-port NIC");
+        assert!(
+            EvProfile {
+                evs_per_plane: 4096,
+                ..p.clone()
+            }
+            .fits(2)
+        );
+        assert!(!listed(Vec::new()).fits(8), "an empty list");
+        let full: Vec<ExplicitEv> = (0..MAX_EVS_PER_QP as u32).map(|v| stev(0, v)).collect();
+        assert!(listed(full.clone()).fits(1));
+        let over: Vec<ExplicitEv> = (0..=MAX_EVS_PER_QP as u32).map(|v| stev(0, v)).collect();
+        assert!(!listed(over).fits(1), "4097 EVs");
+        // The other rules hold as for generated profiles.
+        let base = listed(full);
+        for bad in [
+            EvProfile {
+                active_per_plane: 0,
+                ..base.clone()
+            },
+            EvProfile {
+                floor_per_plane: base.active_per_plane + 1,
+                ..base.clone()
+            },
+            EvProfile {
+                probe_successes: 0,
+                ..base.clone()
+            },
+            EvProfile {
+                inferred_losses_to_retire: 0,
+                ..base.clone()
+            },
+        ] {
+            assert!(!bad.fits(1), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn generated_profiles_fit_as_before() {
+        let d = EvProfile::default();
+        assert!(d.fits(8));
+        assert!(
+            EvProfile {
+                evs_per_plane: 512,
+                ..d.clone()
+            }
+            .fits(8)
+        );
+        assert!(
+            !EvProfile {
+                evs_per_plane: 513,
+                ..d.clone()
+            }
+            .fits(8)
+        );
+        assert!(
+            !EvProfile {
+                evs_per_plane: 0,
+                ..d.clone()
+            }
+            .fits(1)
+        );
+        assert!(
+            !EvProfile {
+                active_per_plane: 33,
+                ..d
+            }
+            .fits(1)
+        );
+    }
 }

@@ -184,7 +184,7 @@ impl DpdkBackend {
         if let Some(e) = &ends {
             e.apply(&mut ec);
         }
-        let (payload_mtu, ev) = (ec.payload_mtu, ec.ev_profiles[0]);
+        let (payload_mtu, ev) = (ec.payload_mtu, ec.ev_profiles[0].clone());
         if let Some(m) = s.perftest.mtu
             && m != payload_mtu
         {

@@ -203,7 +203,7 @@ impl RanksBackend {
         let mut ec = endpoint_config(s, rank as u16, planes);
         // The switch forwards by NIC address: mrc-coll's rank addresses.
         ec.nic_addr = rank_addr(rank);
-        let (payload_mtu, ev) = (ec.payload_mtu, ec.ev_profiles[0]);
+        let (payload_mtu, ev) = (ec.payload_mtu, ec.ev_profiles[0].clone());
         let mut cfg = NicConfig::new(ec);
         cfg.next_hops = (0..planes)
             .map(|p| NextHop::Static(router_mac(p)))

@@ -131,7 +131,7 @@ impl MemBackend {
         let ec = endpoint_config(settings, 0, planes);
         ec.validate()
             .map_err(|e| crate::usage!("--evs {:?} on {planes} planes: {e}", settings.evs))?;
-        let ev = ec.ev_profiles[0];
+        let ev = ec.ev_profiles[0].clone();
         let wiring = mem_wiring(settings, planes)?;
         let first = settings.sizes.first().copied().unwrap_or(0);
         let connected = connect_hosts(settings, planes, first, &wiring)?;

@@ -119,7 +119,7 @@ impl SimBackend {
         let mut sim = Sim::new(plan.clone(), sim_config(settings))
             .context("building the simulated fabric")?;
         let ec = sim.endpoint(client).config();
-        let ev = ec.ev_profiles[0];
+        let ev = ec.ev_profiles[0].clone();
         let paths = plan
             .path_count(HostId(client), HostId(server), 0)
             .unwrap_or(0);

@@ -8,12 +8,14 @@ use mrc_srv6::wire::{Dscp, Ecn, EthernetAddress};
 
 use super::Endpoint;
 use super::datapath::OutgoingOp;
-use crate::config::{EndpointConfig, PathMode, PortConfig};
+use crate::config::{EndpointConfig, EvProfile, ExplicitEv, ExplicitValue, PathMode, PortConfig};
+use crate::ev::SrPath;
 use crate::qp::frames::bth;
 use crate::stats::DropReason;
 use crate::time::Instant;
 use crate::verbs::{
-    InitAttr, QpCap, QpInitAttr, QpTransition, Qpn, RemoteNic, RtrAttr, RtsAttr, VerbsError,
+    InitAttr, QpCap, QpInitAttr, QpState, QpTransition, Qpn, RemoteNic, RtrAttr, RtsAttr,
+    VerbsError,
 };
 use crate::wire::erth::ENDPOINT_QPN;
 use crate::wire::{Body, EndpointOp, ErthRepr, FrameRepr, Opcode, Route, TsethRepr, WireConfig};
@@ -202,4 +204,75 @@ fn a_local_port_status_tells_each_peer_once_through_its_first_qp_in_slot_order()
     ep.handle_port_status(now, 0, true);
     // A: a1 (a0 is in ERROR); B: b0 and b1.
     assert_eq!(ep.stats().control_dropped, dropped + 3);
+}
+
+/// OCP mrc_ctl.h EV profiles (brief §3.1): an SRv6 EV list given to an ECMP endpoint is
+/// accepted as a profile (the sizes fit) but fails the QP's move to RTR with `InvalidAttr`,
+/// leaving it in INIT with no EVs; a QP on a STEV list of the same endpoint connects.
+#[test]
+fn an_srv6_ev_list_on_an_ecmp_endpoint_fails_rtr_cleanly() {
+    let mut ep = endpoint();
+    let route = ExplicitEv {
+        plane: 1,
+        value: ExplicitValue::Route(SrPath {
+            outer_da: Ipv6Addr::new(0xfcbb, 0, 0, 0, 0, 0, 0, 1),
+            segment: None,
+        }),
+    };
+    let stev = ExplicitEv {
+        plane: 0,
+        value: ExplicitValue::Entropy(0x1234_5678),
+    };
+    let srv6 = ep
+        .add_ev_profile(EvProfile {
+            explicit: Some([stev, route].into()),
+            ..EvProfile::default()
+        })
+        .unwrap();
+    let ecmp = ep
+        .add_ev_profile(EvProfile {
+            explicit: Some([stev].into()),
+            ..EvProfile::default()
+        })
+        .unwrap();
+    let pd = ep.alloc_pd().unwrap();
+    let cq = ep.create_cq(64).unwrap();
+    let mut qp = |ev_profile| {
+        let qpn = ep
+            .create_qp(&QpInitAttr {
+                pd,
+                send_cq: cq,
+                recv_cq: cq,
+                cap: QpCap::default(),
+                sq_sig_all: false,
+            })
+            .unwrap();
+        let init = InitAttr {
+            ev_profile,
+            ..InitAttr::default()
+        };
+        ep.modify_qp(qpn, QpTransition::Init(init)).unwrap();
+        let remote = RemoteNic {
+            addr: A,
+            host: None,
+        };
+        let rtr = ep.modify_qp(qpn, QpTransition::Rtr(RtrAttr::new(remote, Qpn(0x77), 0)));
+        (qpn, rtr)
+    };
+    let (bad, rtr) = qp(srv6);
+    assert_eq!(
+        rtr,
+        Err(VerbsError::InvalidAttr("SRv6 EVs on an ECMP endpoint"))
+    );
+    let (good, rtr) = qp(ecmp);
+    rtr.unwrap();
+    assert!(ep.ev_stats(bad).is_empty());
+    assert_eq!(ep.query_qp(bad).unwrap().state, QpState::Init);
+    assert!(
+        ep.peers.slots(A) == [slot(good)],
+        "only the QP that connected"
+    );
+    let evs = ep.ev_stats(good);
+    assert_eq!(evs.len(), 1);
+    assert_eq!((evs[0].plane, evs[0].entropy), (0, 0x1234_5678));
 }

@@ -3,7 +3,7 @@
 //! §3.2, §3.9, §8.2). Built when the QP enters RTR; what happens to an EV's health is
 //! [`Paths::react`] (`health.rs`).
 
-use super::{EvId, EvSelector, EvTable, RemapDetector, Selector, build_selector};
+use super::{EvId, EvKind, EvSelector, EvTable, RemapDetector, Selector, build_selector};
 use crate::config::{EndpointConfig, PathMode, SelectorKind};
 use crate::rng::Rng;
 use crate::verbs::{InitAttr, Qpn, RtrAttr, TransportMode, VerbsError};
@@ -27,7 +27,8 @@ pub(crate) struct Paths {
 
 impl Paths {
     /// The paths of QP `qpn` towards the peer `a` names: from the plan in SRv6 mode, drawn at
-    /// random in ECMP mode (brief §3.1).
+    /// random in ECMP mode (brief §3.1), or exactly the EV profile's explicit list (OCP
+    /// mrc_ctl.h EV profiles; an entry of the other mode fails with `InvalidAttr`).
     pub fn new(
         qpn: Qpn,
         init: &InitAttr,
@@ -38,8 +39,18 @@ impl Paths {
         let profile = &cfg.ev_profiles[usize::from(init.ev_profile)];
         let planes = cfg.ports.len() as u8;
         let order = cfg.wire.entropy_order;
-        let (table, ecmp) = match &cfg.path_mode {
-            PathMode::Srv6 { paths, host } => {
+        let (table, ecmp) = match (&cfg.path_mode, profile.explicit.as_deref()) {
+            // OCP mrc_ctl.h EXP and GEN EV profiles (brief §3.1): the controller's EVs, whatever
+            // the destination.
+            (mode, Some(list)) => {
+                let kind = match mode {
+                    PathMode::Srv6 { .. } => EvKind::Srv6,
+                    PathMode::Ecmp => EvKind::Ecmp,
+                };
+                let t = EvTable::explicit(kind, profile, &cfg.timers, planes, list, order, rng)?;
+                (t, kind == EvKind::Ecmp)
+            }
+            (PathMode::Srv6 { paths, host }, None) => {
                 let dst = a.remote.host.ok_or(VerbsError::InvalidAttr(
                     "SRv6 mode needs the remote plan host",
                 ))?;
@@ -55,7 +66,7 @@ impl Paths {
                 );
                 (t, false)
             }
-            PathMode::Ecmp => (
+            (PathMode::Ecmp, None) => (
                 EvTable::ecmp(profile, &cfg.timers, planes, order, rng),
                 true,
             ),

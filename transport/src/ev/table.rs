@@ -38,6 +38,27 @@ pub enum Retire {
     AlreadyOut,
 }
 
+/// What a table keeps of its [`EvProfile`]: the thresholds its state machine reads (an
+/// explicit list, if the profile had one, became the table's EVs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Policy {
+    active_per_plane: u16,
+    floor_per_plane: u16,
+    probe_successes: u8,
+    inferred_losses_to_retire: u8,
+}
+
+impl Policy {
+    fn of(profile: &EvProfile) -> Self {
+        Self {
+            active_per_plane: profile.active_per_plane,
+            floor_per_plane: profile.floor_per_plane,
+            probe_successes: profile.probe_successes,
+            inferred_losses_to_retire: profile.inferred_losses_to_retire,
+        }
+    }
+}
+
 /// A QP's EVs, in parallel arrays indexed by [`EvId`] (issue #13, hot state apart from
 /// cold): `hot` is what every packet reads (the selector, feedback matching, loss inference),
 /// `cold` the routes and probe state, `stats` the counters. The three always have the same
@@ -47,7 +68,12 @@ pub enum Retire {
 pub struct EvTable {
     kind: EvKind,
     order: EntropyOrder,
-    profile: EvProfile,
+    policy: Policy,
+    /// Built from a controller's list ([`Self::explicit`]): its entropies are never redrawn.
+    explicit: bool,
+    /// Explicit ECMP tables only (empty otherwise): every EV's entropy with its id, sorted, for
+    /// [`Self::lookup`] (a listed entropy does not carry its index).
+    by_entropy: Vec<(u32, EvId)>,
     hot: Vec<HotEv>,
     cold: Vec<ColdEv>,
     stats: Vec<EvStats>,
@@ -136,7 +162,9 @@ impl EvTable {
         let mut t = Self {
             kind,
             order,
-            profile: *profile,
+            policy: Policy::of(profile),
+            explicit: false,
+            by_entropy: Vec::new(),
             hot: evs.iter().map(hot_of).collect(),
             cold: evs
                 .iter()
@@ -174,7 +202,7 @@ impl EvTable {
                 let e = &mut self.hot[usize::from(id)];
                 if matches!(e.state, EvState::AssumedBad | EvState::Denied) {
                     e.role = EvRole::Out;
-                } else if active < self.profile.active_per_plane {
+                } else if active < self.policy.active_per_plane {
                     e.role = EvRole::Active;
                     active += 1;
                 } else {
@@ -186,8 +214,15 @@ impl EvTable {
         self.generation += 1;
     }
 
+    /// How the EVs are named on the wire.
     pub fn kind(&self) -> EvKind {
         self.kind
+    }
+
+    /// Whether the EVs are a controller's list ([`Self::explicit`]; OCP mrc_ctl.h EXP and GEN
+    /// EV profiles, brief §3.1) rather than generated.
+    pub fn is_explicit(&self) -> bool {
+        self.explicit
     }
 
     /// Number of EVs.
@@ -280,8 +315,14 @@ impl EvTable {
         self.generation
     }
 
-    /// The EV a feedback packet's echoed entropy names, if it is one of ours.
+    /// The EV a feedback packet's echoed entropy names, if it is one of ours: by the index it
+    /// carries (SRv6 mode: the source port; ECMP mode: the flow label's low bits), or, in an
+    /// explicit ECMP table, by search (the first of equal entropies).
+    #[inline]
     pub fn lookup(&self, entropy: u32) -> Option<EvId> {
+        if !self.by_entropy.is_empty() {
+            return self.lookup_listed(entropy);
+        }
         let fields = self.order.split(entropy);
         let id = match self.kind {
             EvKind::Srv6 => fields.udp_sport,
@@ -395,7 +436,7 @@ impl EvTable {
     /// evidence that retires it (the count starts over). A retransmission is counted, never
     /// evidence: its send order says little about its arrival order.
     pub fn on_inferred_loss(&mut self, id: EvId, first_transmission: bool) -> bool {
-        let needed = self.profile.inferred_losses_to_retire;
+        let needed = self.policy.inferred_losses_to_retire;
         self.stats[usize::from(id)].inferred_losses += 1;
         let e = &mut self.hot[usize::from(id)];
         if !first_transmission {
@@ -470,7 +511,7 @@ impl EvTable {
     /// few paths (a small fabric) retires a dead path instead of spraying into it for ever.
     fn floor(&self, plane: usize) -> u16 {
         let evs = self.plane_range(plane).len() as u16;
-        self.profile.floor_per_plane.min(evs / 4)
+        self.policy.floor_per_plane.min(evs / 4)
     }
 
     fn take_out(&mut self, id: EvId, to: EvState) {
@@ -512,7 +553,7 @@ impl EvTable {
         e.role = EvRole::Backup;
         self.stats[usize::from(id)].state_changes += 1;
         let plane = e.plane;
-        if self.active_in_plane[usize::from(plane)] < self.profile.active_per_plane {
+        if self.active_in_plane[usize::from(plane)] < self.policy.active_per_plane {
             self.activate(id);
         }
         self.record(EvChange {
@@ -586,7 +627,9 @@ impl EvTable {
         self.active_in_plane.get(plane).copied().unwrap_or(0)
     }
 
-    /// ECMP remap (brief §8.2): draw every EV but the denied ones again, all GOOD.
+    /// ECMP remap (brief §8.2): draw every EV but the denied ones again, all GOOD. An explicit
+    /// table keeps its entropies (the controller's, OCP mrc_ctl.h EV profiles): only states,
+    /// roles and path RTTs start over.
     pub fn rerandomize(&mut self, rng: &mut Rng) {
         for id in 0..self.hot.len() as u16 {
             let e = &mut self.hot[usize::from(id)];
@@ -594,7 +637,9 @@ impl EvTable {
                 continue;
             }
             if self.kind == EvKind::Ecmp {
-                e.entropy = ecmp_entropy(self.order, id, rng);
+                if !self.explicit {
+                    e.entropy = ecmp_entropy(self.order, id, rng);
+                }
                 // A new hash is a new path: its RTT is learnt again.
                 e.rtt = RttEstimator::new(Duration::ZERO);
             }
@@ -682,6 +727,7 @@ impl EvTable {
             + self.planes.capacity() * size_of::<Range<u16>>()
             + self.active_in_plane.capacity() * 2
             + self.reverse.capacity() * size_of::<Option<EvId>>()
+            + self.by_entropy.capacity() * size_of::<(u32, EvId)>()
     }
 }
 
@@ -747,6 +793,7 @@ fn pick_distinct(count: usize, want: usize, rng: &mut Rng) -> Vec<usize> {
     out
 }
 
+mod explicit;
 mod probe;
 #[cfg(test)]
 mod tests;

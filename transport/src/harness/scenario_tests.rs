@@ -1,13 +1,16 @@
 //! The harness driving real endpoints: stories that check every byte and every completion.
 
 use core::net::Ipv6Addr;
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use mrc_srv6::wire::EthernetAddress;
 
 use super::*;
 use crate::cc::{CcProfile, NsccConfig};
+use crate::config::{ConfigError, EvProfile, ExplicitEv, ExplicitValue};
 use crate::ev::{PathSource, SrPath};
+use crate::stats::DropReason as EndpointDrop;
 use crate::verbs::{InitAttr, RecvWr, SendOpcode, SendWr, Sge, WcOpcode, WcStatus};
 use crate::{Endpoint, EndpointConfig, PathMode, PortConfig};
 
@@ -221,4 +224,122 @@ fn nscc_trims_far_less_than_an_oversized_fixed_window_on_slow_shallow_paths() {
         "the fixed window overflows the paths: {fixed} trims"
     );
     assert!(nscc * 4 < fixed, "NSCC {nscc} trims, fixed window {fixed}");
+}
+
+/// OCP mrc_ctl.h EXP EV profiles (brief §3.1): an endpoint given an explicit ECMP profile by
+/// `add_ev_profile` builds its QP's EVs from exactly that list; a megabyte crosses, and every
+/// frame either way (data, SACKs, ACKs) carries one of the listed entropies.
+#[test]
+fn a_qp_on_an_explicit_ecmp_profile_moves_data_on_the_listed_entropies_only() {
+    let seed = 17;
+    let stevs: [(u8, u32); 7] = [
+        (1, 0x0002_2222),
+        (0, 0x0001_1111),
+        (0, 0x0003_3333),
+        (1, 0x0004_4444),
+        (0, 0x0001_1111),
+        (0, 0x0005_5555),
+        (1, 0x0006_6666),
+    ];
+    let list: Vec<ExplicitEv> = stevs
+        .iter()
+        .map(|&(plane, v)| ExplicitEv {
+            plane,
+            value: ExplicitValue::Entropy(v),
+        })
+        .collect();
+    let listed: BTreeSet<u32> = stevs.iter().map(|&(_, v)| v).collect();
+    let profile = EvProfile {
+        active_per_plane: 3,
+        floor_per_plane: 1,
+        explicit: Some(list.clone().into()),
+        ..EvProfile::default()
+    };
+
+    let mut h = Harness::new(HarnessConfig {
+        seed,
+        ..HarnessConfig::default()
+    });
+    let spec = |host| NodeSpec {
+        addr: Some(nic(host)),
+        ports: vec![PortModel::default(); PLANES],
+    };
+    let mut index = None;
+    let mut ends = Vec::new();
+    for host in 0..2 {
+        let mut ep = endpoint(seed, host, false, &CcProfile::default());
+        // A list naming a plane the NIC does not have is refused.
+        let mut bad = list.clone();
+        bad.push(ExplicitEv {
+            plane: PLANES as u8,
+            value: ExplicitValue::Entropy(9),
+        });
+        let refused = EvProfile {
+            explicit: Some(bad.into()),
+            ..profile.clone()
+        };
+        assert_eq!(ep.add_ev_profile(refused), Err(ConfigError::EvProfile));
+        let i = ep.add_ev_profile(profile.clone()).unwrap();
+        assert_eq!(*index.get_or_insert(i), i);
+        ends.push(h.add_node(ep, spec(host)));
+    }
+    // Every frame's EV, as the fabric hashes it.
+    let seen = Arc::new(Mutex::new(Vec::<u32>::new()));
+    let record = Arc::clone(&seen);
+    let order = h.node(ends[0]).config().wire.entropy_order;
+    let select = PathSelect::Custom(Arc::new(move |f: &FrameInfo| {
+        let sport = f.udp_sport.expect("an MRC frame");
+        let ev = order.join(sport, f.flow_label);
+        record.lock().unwrap().push(ev);
+        (ev.wrapping_mul(0x9e37_79b9) >> 24) as usize % PATHS
+    }));
+    h.connect(
+        ends[0],
+        ends[1],
+        &LinkSpec {
+            ports: (0..PLANES as u8).collect(),
+            paths_per_port: PATHS,
+            select,
+            forward: impaired(),
+            reverse: PathModel::default(),
+        },
+    );
+    let init = InitAttr {
+        ev_profile: index.unwrap(),
+        ..InitAttr::default()
+    };
+    let qp = h.connect_qps(ends[0], ends[1], init, 1024).unwrap();
+    write_and_check(&mut h, qp, 1 << 20, 13);
+
+    let seen = seen.lock().unwrap();
+    assert!(seen.len() > 256, "{} frames", seen.len());
+    let strays: BTreeSet<u32> = seen
+        .iter()
+        .copied()
+        .filter(|v| !listed.contains(v))
+        .collect();
+    assert!(strays.is_empty(), "entropies not listed: {strays:x?}");
+
+    // The sender's EVs are the list, plane by plane in list order, and the data left on both
+    // planes' EVs.
+    let evs = h.node(qp.a.node).ev_stats(qp.a.qpn);
+    let mut want: Vec<(u8, u32)> = stevs.to_vec();
+    want.sort_by_key(|&(plane, _)| plane);
+    let got: Vec<(u8, u32)> = evs.iter().map(|e| (e.plane, e.entropy)).collect();
+    assert_eq!(got, want);
+    assert!(evs.iter().all(|e| e.path.is_none()));
+    for plane in 0..PLANES as u8 {
+        let sent: u64 = evs
+            .iter()
+            .filter(|e| e.plane == plane)
+            .map(|e| e.stats.packets)
+            .sum();
+        assert!(sent > 0, "nothing left on plane {plane}: {evs:?}");
+    }
+    let delivered: u64 = evs.iter().map(|e| e.stats.delivered).sum();
+    assert!(delivered >= 256, "{delivered} packets delivered");
+    // The SACKs' echoed entropies were matched back to the listed EVs (they carry no index).
+    let unknown = h.node(qp.a.node).stats().drops.get(EndpointDrop::UnknownEv);
+    assert_eq!(unknown, 0, "SACKs echoing an entropy matched to no EV");
+    assert!(evs.iter().any(|e| e.stats.rtt_samples > 0));
 }

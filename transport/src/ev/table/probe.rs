@@ -59,7 +59,7 @@ impl EvTable {
 
     /// The probe on `id` was answered. `true` when that brought the EV back.
     pub fn on_probe_answer(&mut self, id: EvId, now: Instant) -> bool {
-        let needed = self.profile.probe_successes;
+        let needed = self.policy.probe_successes;
         let p = &mut self.cold[usize::from(id)].probe;
         if p.outstanding.take().is_none() {
             return false;
