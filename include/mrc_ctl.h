@@ -13,22 +13,26 @@
  *
  * What mrc-rs implements:
  *   - mrc_ctl_query_version, mrc_ctl_query_device(_ex);
+ *   - EV Format profiles: STEV and UDP (ECMP devices), SRv6 (SRv6 devices);
+ *   - EV profiles in AUTO, EXP and GEN modes, their fields, and the EV
+ *     operations REPLACE_EV, MODIFY_EV_STATE (DENIED / GOOD), QUERY_EV_STATE,
+ *     QUERY_EV_ARRAY;
+ *   - EV event CQs (MRC_CTL_OPT_CAP_EV_EVENT, precise drop counts);
  *   - CC profiles with algorithm "uet-1.0-nscc" (struct mrc_ctl_cc_nscc_cfg);
- *   - EV profiles in MRC_CTL_EV_MODE_AUTO (ev_count, ev_min_active);
  *   - port administrative state (in-memory devices only).
- * Everything else is declared so controller programs build, and fails with
- * -1 / errno EOPNOTSUPP (NULL for a pointer, -EOPNOTSUPP for
- * mrc_ctl_poll_ev_event): EV Format profiles, EXP and GEN EV modes, EV and EV
- * field operations, EV events, endpoint requests.
+ * Endpoint requests (mrc_ctl_ep_batch_send_wait) fail with -1 / EOPNOTSUPP.
  *
  * Where profiles live: the software device's NIC runs inside each application
  * process, so profiles are node-wide files in the directory $MRC_CTL_DIR
  * (default /run/mrc-rs/ctl when writable, else <tmp>/mrc-rs-ctl), one file per
- * profile (ev-<id>, cc-<id>), replaced atomically. Every device of the node
- * sees the same profiles. An application's QP reads its profile at INIT: it
- * must then be ONLINE (else EINVAL). The QP keeps the profile it got; later
- * changes apply to QPs initialised afterwards. Id 0 is the device's default
- * profile and cannot be configured (EINVAL).
+ * profile (fmt-<id>, ev-<id>, cc-<id>), replaced atomically. Every device of
+ * the node sees the same profiles. An application's QP reads its profile at
+ * INIT: it must then be ONLINE (else EINVAL). The QP keeps the EVs and
+ * parameters it got; later changes apply to QPs initialised afterwards, except
+ * EV states: a DENIED (or GOOD again) EV of an ONLINE profile reaches the QPs
+ * using it within a few milliseconds (each device's watcher thread re-reads
+ * the directory when it changes). Id 0 is the device's default profile and
+ * cannot be configured (EINVAL).
  *
  * Return conventions: 0 on success, -1 with errno set on failure, unless a
  * function says otherwise.
@@ -73,7 +77,7 @@ enum mrc_ctl_profile_state {
 
 /* ---- Device ------------------------------------------------------------- */
 
-/* Optional features (mrc_ctl_device_attr.opt_attr). mrc-rs sets none. */
+/* Optional features (mrc_ctl_device_attr.opt_attr). */
 enum mrc_ctl_attr_opt {
 	MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE = 1 << 0,
 	MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE = 1 << 1,
@@ -102,7 +106,8 @@ struct mrc_ctl_device_attr {
 		/* Valid bits of an EV value. */
 		uint32_t ev_max_width;
 		/* Bitmaps of enum mrc_ctl_ev_fmt_mode / enum mrc_ctl_ev_mode
-		 * (mrc-rs: none / MRC_CTL_EV_MODE_AUTO). */
+		 * (mrc-rs: STEV and UDP on an ECMP device, SRv6 on an SRv6
+		 * one / AUTO, EXP and GEN). */
 		uint32_t ev_fmt_mode_mask;
 		uint32_t ev_mode_mask;
 		/* Largest EV operation batch; 0 = no limit. */
@@ -120,7 +125,8 @@ struct mrc_ctl_device_attr {
 	 * this device. mrc-rs: one port per plane. */
 	uint32_t phy_port_mask;
 
-	/* Bitmap of enum mrc_ctl_attr_opt. */
+	/* Bitmap of enum mrc_ctl_attr_opt (mrc-rs: EV_EVENT and
+	 * EV_EVENT_PRECISE_DROP_CNT). */
 	uint32_t opt_attr;
 };
 
@@ -174,7 +180,7 @@ int mrc_ctl_query_port(struct mrc_context *context, uint8_t port_num,
 int mrc_ctl_modify_port(struct mrc_context *context, uint8_t port_num,
 			struct mrc_ctl_port_attr *attr, int attr_mask);
 
-/* ---- EV Format profiles: not supported by mrc-rs (EOPNOTSUPP) ---------- */
+/* ---- EV Format profiles ---------------------------------------------------- */
 
 /* Where an EV goes in a packet: IPv6 flow label + UDP source port (STEV),
  * SRv6 uSIDs, or the UDP source port alone. */
@@ -213,12 +219,22 @@ struct mrc_ctl_ev_fmt_profile_attr {
 	uint8_t vendor_cfg[MRC_CTL_MAX_VENDOR_CFG_SIZE];
 };
 
-/* mrc-rs: -1, errno EOPNOTSUPP. */
+/* Configures EV Format profile `ev_fmt_profile_id` (not 0; id 0 names the
+ * device's own format: STEV as two 16-bit fields on an ECMP device, SRv6 as a
+ * 32-bit locator and six 16-bit uSIDs on an SRv6 one). Same life as the other
+ * profiles: INIT -> OFFLINE needs MODE; OFFLINE -> ONLINE needs the fields
+ * (OP with MRC_CTL_EV_FMT_OP_MODIFY_FIELDS: 1 to 32 fields of 1-128 bits,
+ * summing to at most 32 bits for STEV, 16 for UDP, 256 for SRv6; E2BIG past
+ * that). MODE and MODIFY_FIELDS only in INIT or OFFLINE (EINVAL when ONLINE);
+ * QUERY_FIELDS fills the caller's array (E2BIG and the needed count in
+ * fmt_field_count when it is short). ONLINE -> OFFLINE: EBUSY while an ONLINE
+ * EV profile names it. */
 int mrc_ctl_modify_ev_fmt_profile(struct mrc_context *mrc_ctx,
 				  uint64_t ev_fmt_profile_id,
 				  struct mrc_ctl_ev_fmt_profile_attr *attr,
 				  int attr_mask);
-/* mrc-rs: -1, errno EOPNOTSUPP. */
+/* Reports STATE / CUR_STATE, MODE and, with OP (QUERY_FIELDS only; EINVAL
+ * otherwise), the fields. */
 int mrc_ctl_query_ev_fmt_profile(struct mrc_context *mrc_ctx,
 				 uint64_t ev_fmt_profile_id,
 				 struct mrc_ctl_ev_fmt_profile_attr *attr,
@@ -227,7 +243,16 @@ int mrc_ctl_query_ev_fmt_profile(struct mrc_context *mrc_ctx,
 /* ---- EVs ------------------------------------------------------------------ */
 
 /* An EV value: STEV uses the first 4 bytes; SRv6 an address in bytes 0-15
- * and a single-segment SRH address in bytes 16-31. */
+ * and a single-segment SRH address in bytes 16-31.
+ * mrc-rs: a compact EV is expanded through the EV profile's fields as OCP's
+ * examples/ev_expansion does (bits read from the most significant bit of
+ * byte 0, field values packed the same way); a profile without fields uses its
+ * EVs as they are. The expanded STEV is a 32-bit EV in network byte order
+ * (bytes 0-3: EV[15:0] goes in the UDP source port, EV[31:16] in the flow
+ * label); UDP is a 16-bit source port in bytes 0-1 (flow label 0); SRv6 is the
+ * outer destination address and, when bytes 16-31 are not zero, the SRH
+ * segment (`mrc-fabric paths PLAN --from H --to H --evs` prints a plan's paths
+ * in this form). */
 typedef uint8_t mrc_ctl_ev_t[MRC_CTL_EV_MAX_BYTES];
 
 /* An EV and the port (1-based) it leaves by. */
@@ -247,7 +272,9 @@ enum mrc_ctl_ev_state {
 
 /* AUTO: the provider picks the EVs (mrc-rs: its own EV selection over every
  * plane); EXP: the controller lists them; GEN: the provider generates them
- * from the controller's fields. mrc-rs implements AUTO only. */
+ * from the controller's fields (mrc-rs: when the profile goes ONLINE, each
+ * field's bits drawn in min_val..max_val, distinct while the fields allow it,
+ * EV i leaving by port i % planes + 1). */
 enum mrc_ctl_ev_mode {
 	MRC_CTL_EV_MODE_AUTO = 1 << 0,
 	MRC_CTL_EV_MODE_EXP = 1 << 1,
@@ -279,7 +306,9 @@ enum mrc_ctl_ev_profile_attr_mask {
 	MRC_CTL_EV_PROFILE_VENDOR_CFG = 1 << 31,
 };
 
-/* One field of a generated or explicit EV (unused by mrc-rs). */
+/* One field of a generated or explicit EV: `width` bits (at most 32 and at
+ * most its EV Format field's), `init_val` with the EV's next bits laid over
+ * the bits set in `mask`; GEN draws those bits in min_val..max_val. */
 struct mrc_ctl_ev_field {
 	uint32_t width;    /* bits */
 	uint32_t init_val; /* value before the EV bits are laid in */
@@ -292,7 +321,12 @@ enum mrc_ctl_ev_op_flags {
 	MRC_CTL_EV_OP_F_ALL_COPIES = 1 << 0,
 };
 
-/* One entry of an EV operation (unused by mrc-rs). */
+/* One entry of an EV operation:
+ *   REPLACE_EV       ev, ev_new and state (GOOD or DENIED) in; flags may
+ *                    hold MRC_CTL_EV_OP_F_ALL_COPIES (else the first copy);
+ *   MODIFY_EV_STATE  ev and state (DENIED, or GOOD to lift a deny) in;
+ *   QUERY_EV_STATE   ev in, state out;
+ *   QUERY_EV_ARRAY   ev and state out, for each EV of the array. */
 struct mrc_ctl_ev_op_entry {
 	struct mrc_ctl_ev ev;
 	struct mrc_ctl_ev ev_new;
@@ -312,8 +346,9 @@ struct mrc_ctl_ev_profile_attr {
 	/* EVs a QP keeps active however many look bad (at most ev_count);
 	 * 0 = the device's default. */
 	uint32_t ev_min_active;
-	/* EV states to report as events. mrc-rs: kept and reported; no
-	 * events are generated (MRC_CTL_OPT_CAP_EV_EVENT is not set). */
+	/* EV states to report as events: MRC_CTL_EV_GOOD and/or
+	 * MRC_CTL_EV_ASSUMED_BAD (EINVAL for other bits). mrc-rs also takes it
+	 * while the profile is ONLINE. */
 	int ev_event_mask;
 	struct {
 		enum mrc_ctl_ev_op op;
@@ -328,25 +363,44 @@ struct mrc_ctl_ev_profile_attr {
 	uint8_t vendor_cfg[MRC_CTL_MAX_VENDOR_CFG_SIZE];
 };
 
-/* Configures EV profile `ev_profile_id` (not 0). The attributes in the mask
- * are applied, then MRC_CTL_EV_PROFILE_STATE moves the profile:
- *   INIT -> OFFLINE needs the mode (MRC_CTL_EV_MODE_AUTO; EXP and GEN:
- *     EOPNOTSUPP); OFFLINE -> ONLINE needs nothing more (COUNT, MIN_ACTIVE
- *     default to the device's); ONLINE -> OFFLINE; OFFLINE -> INIT forgets
- *     the configuration. Other moves: EINVAL.
- *   Attributes other than STATE change only in INIT or OFFLINE (EINVAL when
- *     ONLINE: MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE is not offered).
- *   CUR_STATE, if set, must be the current state (EINVAL).
- *   EV_OP, EV_FIELDS_OP: EOPNOTSUPP. VENDOR_CFG: ignored.
- * Errors: EINVAL bad argument or move, EOPNOTSUPP, EIO the profile directory
- * cannot be written. */
+/* Configures EV profile `ev_profile_id` (not 0). In this order: the
+ * attributes in the mask; EV_FIELDS_OP; a move INIT -> OFFLINE; EV_OP; any
+ * other move of MRC_CTL_EV_PROFILE_STATE.
+ *   INIT -> OFFLINE needs the mode; EXP and GEN also FMT_ID (0: the device's
+ *     own format) and COUNT, GEN also its fields. An EXP profile's array is
+ *     then COUNT unpopulated EVs.
+ *   OFFLINE -> ONLINE: AUTO needs nothing more (COUNT, MIN_ACTIVE default to
+ *     the device's); EXP needs every EV populated (REPLACE_EV); GEN generates
+ *     its EVs. ONLINE -> OFFLINE; OFFLINE -> INIT forgets the configuration.
+ *     Other moves: EINVAL.
+ *   MODE, FMT_ID, COUNT, MIN_ACTIVE and MODIFY_FIELDS change only in INIT or
+ *     OFFLINE; REPLACE_EV only in OFFLINE (EINVAL when ONLINE:
+ *     MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE is not offered).
+ *     MODIFY_EV_STATE works OFFLINE and ONLINE.
+ *   EV_OP and EV_FIELDS_OP together: EINVAL. The query operations work here
+ *     too. An EV operation stops at the first failing entry (ENOENT: an ev
+ *     not in the array; EINVAL: a bad state, port or flag); the entries
+ *     before it took effect.
+ *   CUR_STATE, if set, must be the current state (EINVAL). VENDOR_CFG:
+ *     ignored.
+ * An EXP/GEN profile's format must be the device's when a QP takes it (SRv6
+ * on an SRv6 device, STEV or UDP on an ECMP one; else EINVAL at INIT), and
+ * every EV leaves by a port the device has. Its EVs are all active; at least
+ * ev_min_active stay active however many look bad.
+ * Errors: EINVAL bad argument or move, E2BIG too many fields, ENOENT, EBUSY,
+ * EIO the profile directory cannot be written. */
 int mrc_ctl_modify_ev_profile(struct mrc_context *mrc_ctx,
 			      uint64_t ev_profile_id,
 			      struct mrc_ctl_ev_profile_attr *attr,
 			      int attr_mask);
 
 /* Reports the attributes in the mask (STATE and CUR_STATE both give the
- * current state). EV_OP, EV_FIELDS_OP: EOPNOTSUPP. */
+ * current state; COUNT of an EXP/GEN profile is its array's length). EV_OP
+ * takes QUERY_EV_STATE and QUERY_EV_ARRAY (E2BIG and the needed count in
+ * ev_op.entry_count when the array is short; AUTO profiles have no array:
+ * EINVAL); EV_FIELDS_OP takes QUERY_FIELDS. An EV's state: DENIED if the
+ * controller denied it, ASSUMED_BAD if a QP of a live process holds it so,
+ * else GOOD (UNKNOWN for an unpopulated entry). */
 int mrc_ctl_query_ev_profile(struct mrc_context *mrc_ctx,
 			     uint64_t ev_profile_id,
 			     struct mrc_ctl_ev_profile_attr *attr,
@@ -418,7 +472,7 @@ int mrc_ctl_query_cc_profile(struct mrc_context *mrc_ctx,
 			     struct mrc_ctl_cc_profile_attr *attr,
 			     int attr_mask);
 
-/* ---- EV events: not supported by mrc-rs ----------------------------------- */
+/* ---- EV events ------------------------------------------------------------ */
 
 struct mrc_ctl_ev_event {
 	uint64_t profile_id;
@@ -431,18 +485,29 @@ struct mrc_ctl_ev_event {
 #endif
 };
 
-/* mrc-rs: NULL, errno EOPNOTSUPP. */
+/* A CQ of EV events: every NIC of the node (any process) that uses an EXP or
+ * GEN profile reports to it when one of its EVs goes ASSUMED_BAD (the first
+ * QP of that NIC to retire it) or GOOD again (the last), if the profile's
+ * ev_event_mask asks for that state. It holds `cqe` events; more are dropped
+ * and counted in the next event's drop_count (precise). It is destroyed with
+ * mrc_destroy_cq and armed with mrc_req_notify_cq on its channel; mrc_poll_cq
+ * refuses it (EINVAL), as QPs do. mrc-rs: a Unix datagram socket evq-<pid>.<n>
+ * in the profile directory. The 1.0.1 layout of struct mrc_ctl_ev_event (with
+ * `state`) is written: build controllers with MRC_CTL_API_VER_USED >= 1.0.1
+ * (the default). */
 struct mrc_cq *mrc_ctl_create_ev_event_cq(struct mrc_context *mrc_ctx,
 					  int cqe, void *cq_context,
 					  struct mrc_comp_channel *channel,
 					  int comp_vector);
 
-/* Returns the number of events written, or a negative errno.
- * mrc-rs: -EOPNOTSUPP. */
+/* Returns the number of events written (0 when none waits), or a negative
+ * errno (-EINVAL: not an EV event CQ, num_entries < 0, NULL ev_event). */
 int mrc_ctl_poll_ev_event(struct mrc_cq *ev_cq, int num_entries,
 			  struct mrc_ctl_ev_event *ev_event);
 
 /* ---- Endpoint requests: not supported by mrc-rs --------------------------- */
+/* (The engine's QPs probe their own EVs and tell their peers their port
+ * status; a controller cannot send these requests itself.) */
 
 enum mrc_ctl_ep_op_type {
 	MRC_CTL_EP_OP_EV_PROBE,

@@ -23,6 +23,7 @@ use mrc_transport::verbs::{
 };
 
 use crate::device::{NicShared, SwContext, context, sw_pd};
+use crate::evlive::EvQueue;
 use crate::ibv::{
     IBV_EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ERR, IBV_EVENT_QP_FATAL, IBV_QP_ACCESS_FLAGS,
     IBV_QP_ALT_PATH, IBV_QP_AV, IBV_QP_CUR_STATE, IBV_QP_DEST_QPN, IBV_QP_MAX_DEST_RD_ATOMIC,
@@ -204,7 +205,15 @@ pub(crate) struct CtxShared {
     event_ready: Condvar,
 }
 
-type Armed = (usize, CqHandle, Arc<ChannelShared>, Arc<AtomicBool>);
+/// An armed CQ: (the CQ, its engine handle, its channel, its armed flag, its EV event queue
+/// when it is an EV event CQ).
+type Armed = (
+    usize,
+    CqHandle,
+    Arc<ChannelShared>,
+    Arc<AtomicBool>,
+    Option<Arc<EvQueue>>,
+);
 
 /// The per-device thread that dispatches the NIC's events and watches armed CQs.
 #[derive(Debug)]
@@ -251,14 +260,17 @@ fn push_event(c: &CtxShared, element: usize, event_type: c_int) {
 
 fn watch(
     handle: &NicHandle,
-    nic: &NicShared,
+    nic: &Arc<NicShared>,
     contexts: &Mutex<Vec<Arc<CtxShared>>>,
     stop: &AtomicBool,
 ) {
+    let mut ev_changes = Vec::new();
     while !stop.load(Ordering::Relaxed) {
+        ev_changes.clear();
         while let Some(e) = handle.poll_event() {
             let ctxs = lock(contexts).clone();
             match e {
+                NicEvent::Engine(e @ Event::EvState { .. }) => ev_changes.push(e),
                 NicEvent::Link { port, up } => {
                     if let Some(d) = lock(&nic.down).get_mut(usize::from(port)) {
                         *d = !up;
@@ -284,13 +296,18 @@ fn watch(
                 _ => {}
             }
         }
+        crate::evlive::tick(nic, handle, &ev_changes);
         let mut any_armed = false;
         for c in lock(contexts).iter() {
             let mut armed = lock(&c.armed);
-            armed.retain(|(cq, h, channel, flag)| {
+            armed.retain(|(cq, h, channel, flag, evq)| {
+                let ready = match evq {
+                    Some(q) => q.ready(),
+                    None => handle.cq_has_completions(*h).unwrap_or(false),
+                };
                 if !flag.load(Ordering::Acquire) {
                     false // fired by mrc_poll_cq
-                } else if handle.cq_has_completions(*h).unwrap_or(false) {
+                } else if ready {
                     if flag.swap(false, Ordering::AcqRel) {
                         channel.signal(*cq);
                     }
@@ -370,6 +387,8 @@ pub struct mrc_cq {
     armed: Arc<AtomicBool>,
     events_got: AtomicU32,
     events_acked: AtomicU32,
+    /// An EV event CQ (`mrc_ctl_create_ev_event_cq`): its queue. Its engine CQ is never used.
+    pub(crate) ev_queue: Option<Arc<EvQueue>>,
 }
 
 /// `struct mrc_qp_hint`.
@@ -705,7 +724,19 @@ pub unsafe extern "C" fn mrc_create_cq(
     channel: *mut mrc_comp_channel,
     comp_vector: c_int,
 ) -> *mut mrc_cq {
-    guard_ptr(|| {
+    guard_ptr(|| new_cq(c, cqe, cq_context, channel, comp_vector, false))
+}
+
+/// A CQ of context `c`: a work CQ, or an EV event CQ (`ev_events`, `mrc_ctl.h`).
+pub(crate) fn new_cq(
+    c: *mut mrc_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut mrc_comp_channel,
+    comp_vector: c_int,
+    ev_events: bool,
+) -> Result<*mut mrc_cq, Fail> {
+    {
         let ctx = ctx_of(c)?;
         if cqe <= 0 || cqe > 1 << 20 {
             return Err(invalid("cqe must be 1..=1048576"));
@@ -721,8 +752,15 @@ pub unsafe extern "C" fn mrc_create_cq(
                 return Err(invalid("the channel belongs to another context"));
             }
         }
+        let ev_queue = if ev_events {
+            Some(Arc::new(EvQueue::new(cqe as usize)?))
+        } else {
+            None
+        };
         let handle = ctx.nic.handle();
-        let cq = handle.create_cq(cqe as u32).map_err(Fail::from)?;
+        let cq = handle
+            .create_cq(if ev_events { 1 } else { cqe as u32 })
+            .map_err(Fail::from)?;
         if !channel.is_null() {
             // SAFETY: live (checked above).
             unsafe { &*channel }.users.fetch_add(1, Ordering::AcqRel);
@@ -739,10 +777,11 @@ pub unsafe extern "C" fn mrc_create_cq(
                 armed: Arc::new(AtomicBool::new(false)),
                 events_got: AtomicU32::new(0),
                 events_acked: AtomicU32::new(0),
+                ev_queue,
             },
             Kind::Cq,
         ))
-    })
+    }
 }
 
 fn wc_status(s: WcStatus) -> c_int {
@@ -795,6 +834,11 @@ pub unsafe extern "C" fn mrc_poll_cq(
 ) -> c_int {
     guard_int(|| {
         let q = obj(cq, Kind::Cq)?;
+        if q.ev_queue.is_some() {
+            return Err(invalid(
+                "an EV event CQ is polled with mrc_ctl_poll_ev_event",
+            ));
+        }
         let n = usize::try_from(num_entries).map_err(|_| invalid("num_entries < 0"))?;
         if n == 0 {
             return Ok(0);
@@ -839,6 +883,23 @@ pub unsafe extern "C" fn mrc_poll_cq(
         }
         Ok(got as c_int)
     })
+}
+
+/// `mrc_ctl_poll_ev_event` on CQ `cq`: EINVAL unless it is a live EV event CQ.
+pub(crate) fn poll_ev_events(
+    cq: *mut mrc_cq,
+    out: &mut [crate::evlive::mrc_ctl_ev_event],
+) -> Result<usize, Fail> {
+    let q = obj(cq, Kind::Cq)?;
+    let Some(queue) = &q.ev_queue else {
+        return Err(invalid("not an EV event CQ (mrc_ctl_create_ev_event_cq)"));
+    };
+    let got = queue.poll(out);
+    if got > 0 && !q.channel.is_null() && q.armed.swap(false, Ordering::AcqRel) {
+        // SAFETY: a channel outlives its CQs.
+        unsafe { &*q.channel }.shared.signal(cq as usize);
+    }
+    Ok(got)
 }
 
 /// The QPNs of the receive completions among `wcs`.
@@ -898,7 +959,13 @@ pub unsafe extern "C" fn mrc_req_notify_cq(cq: *mut mrc_cq, _solicited_only: c_i
         let mut armed = lock(&ctx.shared.armed);
         if !q.armed.swap(true, Ordering::AcqRel) {
             armed.retain(|(c, ..)| *c != cq as usize);
-            armed.push((cq as usize, q.cq, ch.shared.clone(), q.armed.clone()));
+            armed.push((
+                cq as usize,
+                q.cq,
+                ch.shared.clone(),
+                q.armed.clone(),
+                q.ev_queue.clone(),
+            ));
         }
         drop(armed);
         if let Some(w) = lock(&WATCHES).as_ref().and_then(|m| m.get(&ctx.nic.index))
@@ -1089,6 +1156,9 @@ pub unsafe extern "C" fn mrc_modify_qp_hint(
 
 fn cq_of<'a>(cq: *mut mrc_cq, c: *mut mrc_context, what: &str) -> Result<&'a mrc_cq, Fail> {
     let q = obj(cq, Kind::Cq).map_err(|_| invalid(&format!("{what} is not a live CQ")))?;
+    if q.ev_queue.is_some() {
+        return Err(invalid(&format!("{what} is an EV event CQ")));
+    }
     if q.ctx != c {
         return Err(invalid(&format!("{what} belongs to another context")));
     }
@@ -1195,6 +1265,8 @@ pub unsafe extern "C" fn mrc_destroy_qp(qp: *mut mrc_qp) -> c_int {
     guard_int(|| {
         let q = obj(qp, Kind::Qp)?;
         lock(&q.post).handle.destroy_qp(q.qpn).map_err(Fail::from)?;
+        // SAFETY: the parent outlives its children.
+        crate::evlive::qp_gone(&unsafe { &*q.ctx }.nic, q.qpn.0);
         // SAFETY: parents outlive their children.
         let ctx = unsafe { &*q.ctx };
         lock(&ctx.shared.qps).remove(&q.qpn.0);
@@ -1480,6 +1552,11 @@ pub unsafe extern "C" fn mrc_modify_qp(
         };
         let handle = lock(&q.post).handle.clone();
         handle.modify_qp(q.qpn, transition).map_err(Fail::from)?;
+        if to == IBV_QPS_RTR && local.mrc.ev_profile_id != 0 {
+            crate::evlive::qp_connected(&ctx.nic, &handle, q.qpn.0, local.mrc.ev_profile_id);
+        } else if to == IBV_QPS_RESET {
+            crate::evlive::qp_gone(&ctx.nic, q.qpn.0);
+        }
         // The hint's user count follows the QP's hint.
         if new.mrc.qp_hint != local.mrc.qp_hint {
             if !local.mrc.qp_hint.is_null() {

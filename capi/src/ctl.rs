@@ -15,6 +15,13 @@ use std::sync::Mutex;
 
 use crate::api::{ctx_of, mrc_comp_channel, mrc_context, mrc_cq};
 use crate::device::{NicShared, context, set_mem_link};
+use crate::evlive::mrc_ctl_ev_event;
+use crate::evs::{
+    Format, Gen, MAX_FIELDS, MRC_CTL_EV_ASSUMED_BAD, MRC_CTL_EV_DENIED, MRC_CTL_EV_FMT_MODE_SRV6,
+    MRC_CTL_EV_FMT_MODE_STEV, MRC_CTL_EV_FMT_MODE_UDP, MRC_CTL_EV_GOOD, MRC_CTL_EV_UNKNOWN,
+    check_fields, check_format, decode_fields, decode_list, encode_fields, encode_list, generate,
+    mrc_ctl_ev, mrc_ctl_ev_field, mrc_ctl_ev_fmt_field,
+};
 pub use crate::profiles::{
     MRC_CTL_PROFILE_INIT, MRC_CTL_PROFILE_OFFLINE, MRC_CTL_PROFILE_ONLINE, mrc_ctl_cc_nscc_cfg,
 };
@@ -37,9 +44,27 @@ pub const MRC_CTL_PORT_ADMIN_DISABLED: c_int = 0;
 pub const MRC_CTL_PORT_ADMIN_ENABLED: c_int = 1;
 pub const MRC_CTL_PORT_ADMIN_STATE: c_int = 1 << 0;
 
-pub const MRC_CTL_EV_MODE_AUTO: c_int = 1 << 0;
-pub const MRC_CTL_EV_MODE_EXP: c_int = 1 << 1;
-pub const MRC_CTL_EV_MODE_GEN: c_int = 1 << 2;
+pub use crate::profiles::{MRC_CTL_EV_MODE_AUTO, MRC_CTL_EV_MODE_EXP, MRC_CTL_EV_MODE_GEN};
+
+pub const MRC_CTL_EV_OP_REPLACE_EV: c_int = 0;
+pub const MRC_CTL_EV_OP_MODIFY_EV_STATE: c_int = 1;
+pub const MRC_CTL_EV_OP_QUERY_EV_STATE: c_int = 2;
+pub const MRC_CTL_EV_OP_QUERY_EV_ARRAY: c_int = 3;
+pub const MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS: c_int = 0;
+pub const MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS: c_int = 1;
+pub const MRC_CTL_EV_OP_F_ALL_COPIES: u32 = 1 << 0;
+
+pub const MRC_CTL_EV_FMT_PROFILE_STATE: c_int = 1 << 0;
+pub const MRC_CTL_EV_FMT_PROFILE_CUR_STATE: c_int = 1 << 1;
+pub const MRC_CTL_EV_FMT_PROFILE_MODE: c_int = 1 << 2;
+pub const MRC_CTL_EV_FMT_PROFILE_OP: c_int = 1 << 3;
+pub const MRC_CTL_EV_FMT_VENDOR_CFG: c_int = 1 << 31;
+const FMT_MASK: c_int = 0xf | MRC_CTL_EV_FMT_VENDOR_CFG;
+pub const MRC_CTL_EV_FMT_OP_MODIFY_FIELDS: c_int = 0;
+pub const MRC_CTL_EV_FMT_OP_QUERY_FIELDS: c_int = 1;
+
+pub const MRC_CTL_OPT_CAP_EV_EVENT: u32 = 1 << 2;
+pub const MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT: u32 = 1 << 4;
 
 pub const MRC_CTL_EV_PROFILE_STATE: c_int = 1 << 0;
 pub const MRC_CTL_EV_PROFILE_CUR_STATE: c_int = 1 << 1;
@@ -135,7 +160,8 @@ pub struct mrc_ctl_port_attr {
     pub port_admin_state: c_int,
 }
 
-/// `mrc_ctl_ev_profile_attr.ev_op` / `.ev_fields_op` (an op, an array, its length).
+/// `mrc_ctl_ev_profile_attr.ev_op` / `.ev_fields_op`, `mrc_ctl_ev_fmt_profile_attr.ev_fmt_op`
+/// (an op, an array, its length).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct mrc_ctl_ev_array_op {
@@ -158,6 +184,27 @@ pub struct mrc_ctl_ev_profile_attr {
     pub ev_op: mrc_ctl_ev_array_op,
     pub ev_fields_op: mrc_ctl_ev_array_op,
     pub vendor_cfg: [u8; MRC_CTL_MAX_VENDOR_CFG_SIZE],
+}
+
+/// `struct mrc_ctl_ev_fmt_profile_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mrc_ctl_ev_fmt_profile_attr {
+    pub profile_state: c_int,
+    pub cur_profile_state: c_int,
+    pub ev_fmt_mode: c_int,
+    pub ev_fmt_op: mrc_ctl_ev_array_op,
+    pub vendor_cfg: [u8; MRC_CTL_MAX_VENDOR_CFG_SIZE],
+}
+
+/// `struct mrc_ctl_ev_op_entry`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct mrc_ctl_ev_op_entry {
+    pub ev: mrc_ctl_ev,
+    pub ev_new: mrc_ctl_ev,
+    pub state: c_int,
+    pub flags: u32,
 }
 
 /// `struct mrc_ctl_cc_profile_attr`.
@@ -244,18 +291,23 @@ static ALGORITHMS: Algorithms = Algorithms([NSCC.as_ptr(), core::ptr::null()]);
 
 fn device_attr(nic: &NicShared) -> mrc_ctl_device_attr {
     let planes = u32::from(nic.planes);
+    let srv6 = nic.plan.is_some();
     mrc_ctl_device_attr {
         mrc_ctl_protocol_version: MRC_CTL_PROTOCOL_VERSION_1,
         ev: mrc_ctl_device_attr_ev {
-            ev_max_fmt_profiles: 0,
+            ev_max_fmt_profiles: MAX_PROFILES,
             ev_max_profiles: MAX_PROFILES,
             ev_max_count: MAX_PROFILES * MAX_EVS_PER_QP,
             ev_free_count: MAX_PROFILES * MAX_EVS_PER_QP,
             ev_max_count_profile: MAX_EVS_PER_QP,
             ev_count_align: planes.max(1),
-            ev_max_width: 32,
-            ev_fmt_mode_mask: 0,
-            ev_mode_mask: MRC_CTL_EV_MODE_AUTO as u32,
+            ev_max_width: if srv6 { 256 } else { 32 },
+            ev_fmt_mode_mask: if srv6 {
+                MRC_CTL_EV_FMT_MODE_SRV6 as u32
+            } else {
+                (MRC_CTL_EV_FMT_MODE_STEV | MRC_CTL_EV_FMT_MODE_UDP) as u32
+            },
+            ev_mode_mask: (MRC_CTL_EV_MODE_AUTO | MRC_CTL_EV_MODE_EXP | MRC_CTL_EV_MODE_GEN) as u32,
             ev_op_max_entries: 0,
         },
         cc: mrc_ctl_device_attr_cc {
@@ -267,7 +319,7 @@ fn device_attr(nic: &NicShared) -> mrc_ctl_device_attr {
         } else {
             ((1u32 << planes) - 1) << 1
         },
-        opt_attr: 0,
+        opt_attr: MRC_CTL_OPT_CAP_EV_EVENT | MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT,
     }
 }
 
@@ -404,12 +456,335 @@ pub unsafe extern "C" fn mrc_ctl_modify_port(
     })
 }
 
-// ---- EV profiles ----------------------------------------------------------------------------
+// ---- EV Format profiles ---------------------------------------------------------------------
 
-/// `mrc_ctl_modify_ev_profile`: AUTO mode only.
+/// The array of an op (`entries`, `count`) as a slice of `T`; EINVAL for a negative count or a
+/// NULL array with a positive count.
+fn op_slice<'a, T>(op: &mrc_ctl_ev_array_op) -> Result<&'a mut [T], Fail> {
+    let n = usize::try_from(op.count).map_err(|_| invalid("array length < 0"))?;
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if op.entries.is_null() {
+        return Err(invalid("array is NULL"));
+    }
+    // SAFETY: the caller gives `count` entries of the op's type (header contract).
+    Ok(unsafe { core::slice::from_raw_parts_mut(op.entries.cast::<T>(), n) })
+}
+
+/// Fills `op`'s array with `items` (E2BIG and the needed length when it is too short).
+fn fill<T: Copy>(op: &mut mrc_ctl_ev_array_op, items: &[T]) -> Result<(), Fail> {
+    let dst = op_slice::<T>(op)?;
+    if dst.len() < items.len() {
+        op.count = items.len() as c_int;
+        return Err(fail(
+            libc::E2BIG,
+            format!("the array holds {}, {} needed", dst.len(), items.len()),
+        ));
+    }
+    dst[..items.len()].copy_from_slice(items);
+    op.count = items.len() as c_int;
+    Ok(())
+}
+
+fn fmt_widths(r: &Record) -> Vec<mrc_ctl_ev_fmt_field> {
+    Format::of_record(r)
+        .widths
+        .iter()
+        .map(|&w| mrc_ctl_ev_fmt_field { width: w as u8 })
+        .collect()
+}
+
+/// Whether an ONLINE EV profile uses EV Format profile `fmt_id`.
+fn fmt_in_use(fmt_id: u64) -> bool {
+    let Ok(entries) = std::fs::read_dir(crate::profiles::dir()) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        name.strip_prefix("ev-")
+            .and_then(|id| id.parse::<u64>().ok())
+            .and_then(|id| Record::load(Which::Ev, id).ok())
+            .is_some_and(|r| {
+                r.state() == MRC_CTL_PROFILE_ONLINE && r.get::<u64>("fmt_id") == Some(fmt_id)
+            })
+    })
+}
+
+/// `mrc_ctl_modify_ev_fmt_profile`: STEV and UDP formats (ECMP devices), SRv6 (SRv6 devices).
 ///
 /// # Safety
-/// `c` NULL or live; `attr` NULL or readable.
+/// `c` NULL or live; `attr` NULL or valid, its field array as its length says.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mrc_ctl_modify_ev_fmt_profile(
+    c: *mut mrc_context,
+    id: u64,
+    attr: *mut mrc_ctl_ev_fmt_profile_attr,
+    mask: c_int,
+) -> c_int {
+    guard_int(|| {
+        ctx_of(c)?;
+        check_id(id)?;
+        if mask & !FMT_MASK != 0 {
+            return Err(invalid("unknown mrc_ctl_ev_fmt_profile_attr_mask bits"));
+        }
+        let a = out(attr, "attr")?;
+        let mut r = Record::load(Which::Fmt, id)?;
+        let has = |bit: c_int| mask & bit != 0;
+        if has(MRC_CTL_EV_FMT_PROFILE_CUR_STATE) && a.cur_profile_state != r.state() {
+            return Err(invalid("cur_profile_state is not the profile's state"));
+        }
+        let online = r.state() == MRC_CTL_PROFILE_ONLINE;
+        let modifies_fields =
+            has(MRC_CTL_EV_FMT_PROFILE_OP) && a.ev_fmt_op.op == MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
+        if online && (has(MRC_CTL_EV_FMT_PROFILE_MODE) || modifies_fields) {
+            return Err(invalid(
+                "an ONLINE EV Format profile changes only its state",
+            ));
+        }
+        if has(MRC_CTL_EV_FMT_PROFILE_MODE) {
+            match a.ev_fmt_mode {
+                MRC_CTL_EV_FMT_MODE_STEV | MRC_CTL_EV_FMT_MODE_SRV6 | MRC_CTL_EV_FMT_MODE_UDP => {
+                    if r.get::<c_int>("mode") != Some(a.ev_fmt_mode) {
+                        r.0.remove("fields");
+                    }
+                    r.set("mode", a.ev_fmt_mode);
+                }
+                m => return Err(invalid(&format!("ev_fmt_mode {m}"))),
+            }
+        }
+        if has(MRC_CTL_EV_FMT_PROFILE_OP) {
+            match a.ev_fmt_op.op {
+                MRC_CTL_EV_FMT_OP_MODIFY_FIELDS => {
+                    let Some(mode) = r.get::<c_int>("mode") else {
+                        return Err(invalid("set the EV Format mode before its fields"));
+                    };
+                    let f = op_slice::<mrc_ctl_ev_fmt_field>(&a.ev_fmt_op)?;
+                    let widths: Vec<u32> = f.iter().map(|f| u32::from(f.width)).collect();
+                    check_format(mode, &widths)?;
+                    let text: Vec<String> = widths.iter().map(u32::to_string).collect();
+                    r.set("fields", text.join(","));
+                }
+                MRC_CTL_EV_FMT_OP_QUERY_FIELDS => fill(&mut a.ev_fmt_op, &fmt_widths(&r))?,
+                o => return Err(invalid(&format!("ev_fmt_op.op {o}"))),
+            }
+        }
+        if has(MRC_CTL_EV_FMT_PROFILE_STATE) {
+            if online && a.profile_state != MRC_CTL_PROFILE_ONLINE && fmt_in_use(id) {
+                return Err(fail(
+                    libc::EBUSY,
+                    "an ONLINE EV profile uses this EV Format profile".into(),
+                ));
+            }
+            let (moded, fielded) = (r.0.contains_key("mode"), r.0.contains_key("fields"));
+            move_state(&mut r, a.profile_state, moded, fielded)?;
+        }
+        r.store(Which::Fmt, id)?;
+        Ok(0)
+    })
+}
+
+/// `mrc_ctl_query_ev_fmt_profile`.
+///
+/// # Safety
+/// `c` NULL or live; `attr` NULL or valid, its field array as its length says.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mrc_ctl_query_ev_fmt_profile(
+    c: *mut mrc_context,
+    id: u64,
+    attr: *mut mrc_ctl_ev_fmt_profile_attr,
+    mask: c_int,
+) -> c_int {
+    guard_int(|| {
+        ctx_of(c)?;
+        check_id(id)?;
+        if mask & !FMT_MASK != 0 {
+            return Err(invalid("unknown mrc_ctl_ev_fmt_profile_attr_mask bits"));
+        }
+        let a = out(attr, "attr")?;
+        let r = Record::load(Which::Fmt, id)?;
+        let has = |bit: c_int| mask & bit != 0;
+        if has(MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_CUR_STATE) {
+            a.profile_state = r.state();
+            a.cur_profile_state = r.state();
+        }
+        if has(MRC_CTL_EV_FMT_PROFILE_MODE) {
+            a.ev_fmt_mode = r.get("mode").unwrap_or(0);
+        }
+        if has(MRC_CTL_EV_FMT_PROFILE_OP) {
+            if a.ev_fmt_op.op != MRC_CTL_EV_FMT_OP_QUERY_FIELDS {
+                return Err(invalid("a query takes MRC_CTL_EV_FMT_OP_QUERY_FIELDS only"));
+            }
+            fill(&mut a.ev_fmt_op, &fmt_widths(&r))?;
+        }
+        Ok(0)
+    })
+}
+
+// ---- EV profiles ----------------------------------------------------------------------------
+
+fn ev_mode(r: &Record) -> c_int {
+    r.get("mode").unwrap_or(0)
+}
+
+/// The format of an EXP/GEN profile (its EV Format profile, or the device's own for 0).
+fn format_of(r: &Record, ctx: &mrc_context) -> Result<Format, Fail> {
+    Format::load(r.get("fmt_id").unwrap_or(0), ctx.nic.plan.is_some())
+}
+
+/// The state of EV `ev` of profile `id` (`bad`: the EVs a live QP holds ASSUMED_BAD).
+fn ev_state(ev: &mrc_ctl_ev, denied: &[mrc_ctl_ev], bad: &HashSet<mrc_ctl_ev>) -> c_int {
+    if ev.is_unpopulated() {
+        MRC_CTL_EV_UNKNOWN
+    } else if denied.contains(ev) {
+        MRC_CTL_EV_DENIED
+    } else if bad.contains(ev) {
+        MRC_CTL_EV_ASSUMED_BAD
+    } else {
+        MRC_CTL_EV_GOOD
+    }
+}
+
+/// QUERY_EV_STATE and QUERY_EV_ARRAY of profile `id`.
+fn query_evs(r: &Record, id: u64, op: &mut mrc_ctl_ev_array_op) -> Result<(), Fail> {
+    let mode = ev_mode(r);
+    if mode != MRC_CTL_EV_MODE_EXP && mode != MRC_CTL_EV_MODE_GEN {
+        return Err(invalid("only EXP and GEN EV profiles have an EV array"));
+    }
+    let evs = decode_list(r.0.get("evs"));
+    let denied = decode_list(r.0.get("denied"));
+    let bad = if r.state() == MRC_CTL_PROFILE_ONLINE {
+        crate::evlive::bad_evs(id)
+    } else {
+        HashSet::new()
+    };
+    match op.op {
+        MRC_CTL_EV_OP_QUERY_EV_STATE => {
+            for e in op_slice::<mrc_ctl_ev_op_entry>(op)? {
+                if !evs.contains(&e.ev) {
+                    return Err(fail(libc::ENOENT, "an EV is not in the profile".into()));
+                }
+                e.state = ev_state(&e.ev, &denied, &bad);
+            }
+            Ok(())
+        }
+        MRC_CTL_EV_OP_QUERY_EV_ARRAY => {
+            let items: Vec<mrc_ctl_ev_op_entry> = evs
+                .iter()
+                .map(|e| mrc_ctl_ev_op_entry {
+                    ev: *e,
+                    state: ev_state(e, &denied, &bad),
+                    ..mrc_ctl_ev_op_entry::default()
+                })
+                .collect();
+            fill(op, &items)
+        }
+        o => Err(invalid(&format!("ev_op.op {o} is not a query"))),
+    }
+}
+
+/// REPLACE_EV and MODIFY_EV_STATE on profile record `r` (stored by the caller, also after a
+/// failing entry: the entries before it took effect).
+fn modify_evs(r: &mut Record, op: &mrc_ctl_ev_array_op, planes: u8) -> Result<(), Fail> {
+    let mode = ev_mode(r);
+    if mode != MRC_CTL_EV_MODE_EXP && mode != MRC_CTL_EV_MODE_GEN {
+        return Err(invalid("only EXP and GEN EV profiles have an EV array"));
+    }
+    let entries = op_slice::<mrc_ctl_ev_op_entry>(op)?;
+    let mut evs = decode_list(r.0.get("evs"));
+    let mut denied = decode_list(r.0.get("denied"));
+    let mut result = Ok(());
+    for e in entries.iter() {
+        if e.flags & !MRC_CTL_EV_OP_F_ALL_COPIES != 0 {
+            result = Err(invalid("unknown mrc_ctl_ev_op_flags bits"));
+            break;
+        }
+        let deny = match e.state {
+            MRC_CTL_EV_DENIED => true,
+            0 | MRC_CTL_EV_GOOD => false,
+            s => {
+                result = Err(invalid(&format!(
+                    "EV state {s:#x}: a controller sets GOOD or DENIED"
+                )));
+                break;
+            }
+        };
+        if op.op == MRC_CTL_EV_OP_REPLACE_EV {
+            if mode != MRC_CTL_EV_MODE_EXP {
+                result = Err(invalid("REPLACE_EV is for EXP profiles"));
+                break;
+            }
+            if r.state() != MRC_CTL_PROFILE_OFFLINE {
+                result = Err(invalid(
+                    "REPLACE_EV needs an OFFLINE profile (MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE is not offered)",
+                ));
+                break;
+            }
+            if e.ev_new.is_unpopulated() || e.ev_new.port == 0 || e.ev_new.port > planes {
+                result = Err(invalid(&format!(
+                    "ev_new: a value, and a port in 1..={planes}"
+                )));
+                break;
+            }
+            let all = e.flags & MRC_CTL_EV_OP_F_ALL_COPIES != 0;
+            let mut hit = false;
+            for slot in evs.iter_mut().filter(|s| **s == e.ev) {
+                *slot = e.ev_new;
+                hit = true;
+                if !all {
+                    break;
+                }
+            }
+            if !hit {
+                result = Err(fail(libc::ENOENT, "ev is not in the profile".into()));
+                break;
+            }
+            if !evs.contains(&e.ev) {
+                denied.retain(|d| *d != e.ev);
+            }
+            denied.retain(|d| *d != e.ev_new);
+            if deny {
+                denied.push(e.ev_new);
+            }
+        } else {
+            if e.ev.is_unpopulated() || !evs.contains(&e.ev) {
+                result = Err(fail(libc::ENOENT, "ev is not in the profile".into()));
+                break;
+            }
+            denied.retain(|d| *d != e.ev);
+            if deny {
+                denied.push(e.ev);
+            }
+        }
+    }
+    r.set("evs", encode_list(&evs));
+    if denied.is_empty() {
+        r.0.remove("denied");
+    } else {
+        r.set("denied", encode_list(&denied));
+    }
+    result
+}
+
+/// Whether `r` may go INIT -> OFFLINE (AUTO: a mode; EXP/GEN: also a format, a count and, for
+/// GEN, fields).
+fn ready_offline(r: &Record) -> bool {
+    match ev_mode(r) {
+        MRC_CTL_EV_MODE_AUTO => true,
+        MRC_CTL_EV_MODE_EXP => r.0.contains_key("fmt_id") && r.get::<u32>("count").unwrap_or(0) > 0,
+        MRC_CTL_EV_MODE_GEN => {
+            r.0.contains_key("fmt_id")
+                && r.get::<u32>("count").unwrap_or(0) > 0
+                && r.0.contains_key("fields")
+        }
+        _ => false,
+    }
+}
+
+/// `mrc_ctl_modify_ev_profile`: AUTO, EXP and GEN modes; EV and EV field operations.
+///
+/// # Safety
+/// `c` NULL or live; `attr` NULL or valid, its arrays as their lengths say.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_ctl_modify_ev_profile(
     c: *mut mrc_context,
@@ -423,28 +798,36 @@ pub unsafe extern "C" fn mrc_ctl_modify_ev_profile(
         if mask & !EV_MASK != 0 {
             return Err(invalid("unknown mrc_ctl_ev_profile_attr_mask bits"));
         }
-        if mask & (MRC_CTL_EV_PROFILE_EV_OP | MRC_CTL_EV_PROFILE_EV_FIELDS_OP) != 0 {
-            return Err(unsupported("EV and EV field operations"));
-        }
-        let a = input(attr, "attr")?;
-        let mut r = Record::load(Which::Ev, id)?;
         let has = |bit: c_int| mask & bit != 0;
+        if has(MRC_CTL_EV_PROFILE_EV_OP) && has(MRC_CTL_EV_PROFILE_EV_FIELDS_OP) {
+            return Err(invalid("EV_OP and EV_FIELDS_OP exclude each other"));
+        }
+        let a = out(attr, "attr")?;
+        let mut r = Record::load(Which::Ev, id)?;
         if has(MRC_CTL_EV_PROFILE_CUR_STATE) && a.cur_profile_state != r.state() {
             return Err(invalid("cur_profile_state is not the profile's state"));
         }
+        let online = r.state() == MRC_CTL_PROFILE_ONLINE;
         let config = MRC_CTL_EV_PROFILE_MODE
             | MRC_CTL_EV_PROFILE_FMT_ID
             | MRC_CTL_EV_PROFILE_COUNT
-            | MRC_CTL_EV_PROFILE_MIN_ACTIVE
-            | MRC_CTL_EV_PROFILE_EVENT_MASK;
-        if mask & config != 0 && r.state() == MRC_CTL_PROFILE_ONLINE {
-            return Err(invalid("an ONLINE EV profile changes only its state"));
+            | MRC_CTL_EV_PROFILE_MIN_ACTIVE;
+        let modifies_fields = has(MRC_CTL_EV_PROFILE_EV_FIELDS_OP)
+            && a.ev_fields_op.op == MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS;
+        if online && (mask & config != 0 || modifies_fields) {
+            return Err(invalid(
+                "an ONLINE EV profile changes only its state, event mask and EV states",
+            ));
         }
         if has(MRC_CTL_EV_PROFILE_MODE) {
             match a.ev_mode {
-                MRC_CTL_EV_MODE_AUTO => r.set("mode", a.ev_mode),
-                MRC_CTL_EV_MODE_EXP | MRC_CTL_EV_MODE_GEN => {
-                    return Err(unsupported("EV modes EXP and GEN"));
+                MRC_CTL_EV_MODE_AUTO | MRC_CTL_EV_MODE_EXP | MRC_CTL_EV_MODE_GEN => {
+                    if ev_mode(&r) != a.ev_mode {
+                        for k in ["evs", "fields", "denied"] {
+                            r.0.remove(k);
+                        }
+                    }
+                    r.set("mode", a.ev_mode);
                 }
                 m => return Err(invalid(&format!("ev_mode {m}"))),
             }
@@ -460,12 +843,23 @@ pub unsafe extern "C" fn mrc_ctl_modify_ev_profile(
                 )));
             }
             let align = u32::from(ctx.nic.planes.max(1));
-            r.set("count", a.ev_count.div_ceil(align) * align);
+            let count = a.ev_count.div_ceil(align) * align;
+            r.set("count", count);
+            if ev_mode(&r) == MRC_CTL_EV_MODE_EXP && r.0.contains_key("evs") {
+                let mut evs = decode_list(r.0.get("evs"));
+                evs.resize(count as usize, mrc_ctl_ev::UNPOPULATED);
+                r.set("evs", encode_list(&evs));
+            }
         }
         if has(MRC_CTL_EV_PROFILE_MIN_ACTIVE) {
             r.set("min_active", a.ev_min_active);
         }
         if has(MRC_CTL_EV_PROFILE_EVENT_MASK) {
+            if a.ev_event_mask & !(MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD) != 0 {
+                return Err(invalid(
+                    "ev_event_mask: MRC_CTL_EV_GOOD and MRC_CTL_EV_ASSUMED_BAD only",
+                ));
+            }
             r.set("event_mask", a.ev_event_mask);
         }
         let count: u32 = r.get("count").unwrap_or(0);
@@ -475,9 +869,87 @@ pub unsafe extern "C" fn mrc_ctl_modify_ev_profile(
                 "ev_min_active {min_active} > ev_count {count}"
             )));
         }
-        if has(MRC_CTL_EV_PROFILE_STATE) {
-            let moded = r.0.contains_key("mode");
-            move_state(&mut r, a.profile_state, moded, moded)?;
+        if has(MRC_CTL_EV_PROFILE_EV_FIELDS_OP) {
+            let mode = ev_mode(&r);
+            if mode != MRC_CTL_EV_MODE_EXP && mode != MRC_CTL_EV_MODE_GEN {
+                return Err(invalid("EV fields belong to EXP and GEN profiles"));
+            }
+            match a.ev_fields_op.op {
+                MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS => {
+                    if !r.0.contains_key("fmt_id") {
+                        return Err(invalid("set the EV Format profile id before the fields"));
+                    }
+                    let f = op_slice::<mrc_ctl_ev_field>(&a.ev_fields_op)?;
+                    if f.len() > MAX_FIELDS {
+                        return Err(fail(
+                            libc::E2BIG,
+                            format!("{} EV fields: at most {MAX_FIELDS}", f.len()),
+                        ));
+                    }
+                    check_fields(f, &format_of(&r, ctx)?)?;
+                    if f.is_empty() {
+                        r.0.remove("fields");
+                    } else {
+                        r.set("fields", encode_fields(f));
+                    }
+                }
+                MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS => {
+                    fill(&mut a.ev_fields_op, &decode_fields(r.0.get("fields")))?;
+                }
+                o => return Err(invalid(&format!("ev_fields_op.op {o}"))),
+            }
+        }
+        let to = has(MRC_CTL_EV_PROFILE_STATE).then_some(a.profile_state);
+        // INIT -> OFFLINE comes before the EV operations (it makes the EXP array).
+        if to == Some(MRC_CTL_PROFILE_OFFLINE) && r.state() == MRC_CTL_PROFILE_INIT {
+            let ready = ready_offline(&r);
+            if ready && ev_mode(&r) != MRC_CTL_EV_MODE_AUTO {
+                format_of(&r, ctx)?;
+            }
+            move_state(&mut r, MRC_CTL_PROFILE_OFFLINE, ready, false)?;
+            if ev_mode(&r) == MRC_CTL_EV_MODE_EXP {
+                let evs = vec![mrc_ctl_ev::UNPOPULATED; count as usize];
+                r.set("evs", encode_list(&evs));
+            }
+        }
+        if has(MRC_CTL_EV_PROFILE_EV_OP) {
+            match a.ev_op.op {
+                MRC_CTL_EV_OP_REPLACE_EV | MRC_CTL_EV_OP_MODIFY_EV_STATE => {
+                    if r.state() == MRC_CTL_PROFILE_INIT {
+                        return Err(invalid("EV operations need an OFFLINE or ONLINE profile"));
+                    }
+                    let done = modify_evs(&mut r, &a.ev_op, ctx.nic.planes);
+                    r.store(Which::Ev, id)?;
+                    done?;
+                }
+                _ => query_evs(&r, id, &mut a.ev_op)?,
+            }
+        }
+        if let Some(to) = to {
+            let ready_online = match ev_mode(&r) {
+                MRC_CTL_EV_MODE_AUTO => true,
+                MRC_CTL_EV_MODE_EXP => {
+                    let evs = decode_list(r.0.get("evs"));
+                    !evs.is_empty() && evs.iter().all(|e| !e.is_unpopulated())
+                }
+                MRC_CTL_EV_MODE_GEN => r.0.contains_key("fields"),
+                _ => false,
+            };
+            let going_online = to == MRC_CTL_PROFILE_ONLINE && r.state() != MRC_CTL_PROFILE_ONLINE;
+            if going_online && ready_online && ev_mode(&r) != MRC_CTL_EV_MODE_AUTO {
+                let fmt = format_of(&r, ctx)?;
+                let fields = decode_fields(r.0.get("fields"));
+                check_fields(&fields, &fmt)?;
+                if ev_mode(&r) == MRC_CTL_EV_MODE_GEN {
+                    let evs = generate(&fields, count as usize, ctx.nic.planes, &mut Gen::new());
+                    r.set("evs", encode_list(&evs));
+                }
+            }
+            let ready_offline = ready_offline(&r);
+            move_state(&mut r, to, ready_offline, ready_online)?;
+            if to == MRC_CTL_PROFILE_OFFLINE && ev_mode(&r) == MRC_CTL_EV_MODE_GEN && !online {
+                r.0.remove("evs");
+            }
         }
         r.store(Which::Ev, id)?;
         Ok(0)
@@ -487,7 +959,7 @@ pub unsafe extern "C" fn mrc_ctl_modify_ev_profile(
 /// `mrc_ctl_query_ev_profile`.
 ///
 /// # Safety
-/// `c` NULL or live; `attr` NULL or writable.
+/// `c` NULL or live; `attr` NULL or valid, its arrays as their lengths say.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_ctl_query_ev_profile(
     c: *mut mrc_context,
@@ -501,26 +973,31 @@ pub unsafe extern "C" fn mrc_ctl_query_ev_profile(
         if mask & !EV_MASK != 0 {
             return Err(invalid("unknown mrc_ctl_ev_profile_attr_mask bits"));
         }
-        if mask & (MRC_CTL_EV_PROFILE_EV_OP | MRC_CTL_EV_PROFILE_EV_FIELDS_OP) != 0 {
-            return Err(unsupported("EV and EV field operations"));
+        let has = |bit: c_int| mask & bit != 0;
+        if has(MRC_CTL_EV_PROFILE_EV_OP) && has(MRC_CTL_EV_PROFILE_EV_FIELDS_OP) {
+            return Err(invalid("EV_OP and EV_FIELDS_OP exclude each other"));
         }
         let a = out(attr, "attr")?;
         let r = Record::load(Which::Ev, id)?;
-        let has = |bit: c_int| mask & bit != 0;
         if has(MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_CUR_STATE) {
             a.profile_state = r.state();
             a.cur_profile_state = r.state();
         }
         if has(MRC_CTL_EV_PROFILE_MODE) {
-            a.ev_mode = r.get("mode").unwrap_or(0);
+            a.ev_mode = ev_mode(&r);
         }
         if has(MRC_CTL_EV_PROFILE_FMT_ID) {
             a.ev_fmt_profile_id = r.get("fmt_id").unwrap_or(0);
         }
-        let engine = engine_ev(&r, ctx.nic.planes);
         let planes = u32::from(ctx.nic.planes.max(1));
+        let auto = ev_mode(&r) == MRC_CTL_EV_MODE_AUTO || ev_mode(&r) == 0;
+        let engine = engine_ev(&r, ctx.nic.planes);
         if has(MRC_CTL_EV_PROFILE_COUNT) {
-            a.ev_count = u32::from(engine.evs_per_plane) * planes;
+            a.ev_count = if auto {
+                u32::from(engine.evs_per_plane) * planes
+            } else {
+                r.get("count").unwrap_or(0)
+            };
         }
         if has(MRC_CTL_EV_PROFILE_MIN_ACTIVE) {
             a.ev_min_active = r
@@ -530,6 +1007,17 @@ pub unsafe extern "C" fn mrc_ctl_query_ev_profile(
         }
         if has(MRC_CTL_EV_PROFILE_EVENT_MASK) {
             a.ev_event_mask = r.get("event_mask").unwrap_or(0);
+        }
+        if has(MRC_CTL_EV_PROFILE_EV_OP) {
+            query_evs(&r, id, &mut a.ev_op)?;
+        }
+        if has(MRC_CTL_EV_PROFILE_EV_FIELDS_OP) {
+            if a.ev_fields_op.op != MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS {
+                return Err(invalid(
+                    "a query takes MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS only",
+                ));
+            }
+            fill(&mut a.ev_fields_op, &decode_fields(r.0.get("fields")))?;
         }
         Ok(0)
     })
@@ -637,54 +1125,54 @@ pub unsafe extern "C" fn mrc_ctl_query_cc_profile(
     })
 }
 
+// ---- EV events ------------------------------------------------------------------------------
+
+/// `mrc_ctl_create_ev_event_cq`: a CQ the node's NICs send EV state changes to (see
+/// `crate::evlive`); destroyed with `mrc_destroy_cq`, armed with `mrc_req_notify_cq`.
+///
+/// # Safety
+/// `c` NULL or live; `channel` NULL or a live channel of the same context.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mrc_ctl_create_ev_event_cq(
+    c: *mut mrc_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut mrc_comp_channel,
+    comp_vector: c_int,
+) -> *mut mrc_cq {
+    guard_ptr(|| crate::api::new_cq(c, cqe, cq_context, channel, comp_vector, true))
+}
+
+/// `mrc_ctl_poll_ev_event`: the number of events written, or a negative errno.
+///
+/// # Safety
+/// `cq` NULL or live; `events` NULL or `num_entries` writable entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mrc_ctl_poll_ev_event(
+    cq: *mut mrc_cq,
+    num_entries: c_int,
+    events: *mut mrc_ctl_ev_event,
+) -> c_int {
+    let r = guard_int(|| {
+        let n = usize::try_from(num_entries).map_err(|_| invalid("num_entries < 0"))?;
+        if n > 0 && events.is_null() {
+            return Err(invalid("ev_event is NULL"));
+        }
+        let out: &mut [mrc_ctl_ev_event] = if n == 0 {
+            &mut []
+        } else {
+            // SAFETY: `num_entries` writable entries (caller contract).
+            unsafe { core::slice::from_raw_parts_mut(events, n) }
+        };
+        crate::api::poll_ev_events(cq, out).map(|got| got as c_int)
+    });
+    if r < 0 { -crate::errno() } else { r }
+}
+
 // ---- refused --------------------------------------------------------------------------------
 
-/// `mrc_ctl_modify_ev_fmt_profile`: EOPNOTSUPP.
-#[unsafe(no_mangle)]
-pub extern "C" fn mrc_ctl_modify_ev_fmt_profile(
-    _c: *mut mrc_context,
-    _id: u64,
-    _attr: *mut c_void,
-    _mask: c_int,
-) -> c_int {
-    guard_int(|| Err(unsupported("EV Format profiles")))
-}
-
-/// `mrc_ctl_query_ev_fmt_profile`: EOPNOTSUPP.
-#[unsafe(no_mangle)]
-pub extern "C" fn mrc_ctl_query_ev_fmt_profile(
-    _c: *mut mrc_context,
-    _id: u64,
-    _attr: *mut c_void,
-    _mask: c_int,
-) -> c_int {
-    guard_int(|| Err(unsupported("EV Format profiles")))
-}
-
-/// `mrc_ctl_create_ev_event_cq`: NULL, EOPNOTSUPP.
-#[unsafe(no_mangle)]
-pub extern "C" fn mrc_ctl_create_ev_event_cq(
-    _c: *mut mrc_context,
-    _cqe: c_int,
-    _cq_context: *mut c_void,
-    _channel: *mut mrc_comp_channel,
-    _comp_vector: c_int,
-) -> *mut mrc_cq {
-    guard_ptr(|| Err(unsupported("EV events")))
-}
-
-/// `mrc_ctl_poll_ev_event`: -EOPNOTSUPP (this function returns a negative errno).
-#[unsafe(no_mangle)]
-pub extern "C" fn mrc_ctl_poll_ev_event(
-    _cq: *mut mrc_cq,
-    _num_entries: c_int,
-    _events: *mut c_void,
-) -> c_int {
-    crate::set_errno(libc::EOPNOTSUPP);
-    -libc::EOPNOTSUPP
-}
-
-/// `mrc_ctl_ep_batch_send_wait`: EOPNOTSUPP.
+/// `mrc_ctl_ep_batch_send_wait`: EOPNOTSUPP (endpoint requests from a controller are not
+/// built; the engine's own QPs probe their EVs and exchange port status).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn mrc_ctl_ep_batch_send_wait(

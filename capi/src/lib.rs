@@ -17,6 +17,8 @@
 pub mod api;
 pub mod ctl;
 pub mod device;
+pub mod evlive;
+pub mod evs;
 pub mod ibv;
 pub mod profiles;
 
@@ -90,6 +92,12 @@ pub(crate) fn input<T: Copy>(p: *const T, what: &str) -> Result<T, Fail> {
 pub(crate) fn set_errno(e: c_int) {
     // SAFETY: `__errno_location` returns this thread's errno, always valid to write.
     unsafe { *libc::__errno_location() = e };
+}
+
+/// This thread's errno.
+pub(crate) fn errno() -> c_int {
+    // SAFETY: `__errno_location` returns this thread's errno, always valid to read.
+    unsafe { *libc::__errno_location() }
 }
 
 fn report(f: &Fail) {

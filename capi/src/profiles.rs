@@ -26,6 +26,10 @@ pub const MRC_CTL_PROFILE_INIT: c_int = 0;
 pub const MRC_CTL_PROFILE_OFFLINE: c_int = 1;
 pub const MRC_CTL_PROFILE_ONLINE: c_int = 2;
 
+pub const MRC_CTL_EV_MODE_AUTO: c_int = 1 << 0;
+pub const MRC_CTL_EV_MODE_EXP: c_int = 1 << 1;
+pub const MRC_CTL_EV_MODE_GEN: c_int = 1 << 2;
+
 /// The one CC algorithm the engine offers through the controller API.
 pub(crate) const NSCC: &CStr = c"uet-1.0-nscc";
 
@@ -76,6 +80,8 @@ fn writable(p: &std::path::Path) -> bool {
 pub(crate) enum Which {
     Ev,
     Cc,
+    /// EV Format profiles.
+    Fmt,
 }
 
 impl Which {
@@ -83,6 +89,7 @@ impl Which {
         match self {
             Self::Ev => "ev",
             Self::Cc => "cc",
+            Self::Fmt => "fmt",
         }
     }
 }
@@ -157,11 +164,12 @@ impl Record {
         self.0.insert(key.into(), v.to_string());
     }
 
-    /// The configuration without the state: what decides whether the engine has it already.
+    /// The configuration without what changes on a live profile (its state, denied EVs and
+    /// event mask): what decides whether the engine has it already.
     pub(crate) fn content(&self) -> String {
         self.0
             .iter()
-            .filter(|(k, _)| *k != "state")
+            .filter(|(k, _)| !matches!(k.as_str(), "state" | "denied" | "event_mask"))
             .fold(String::new(), |mut s, (k, v)| {
                 let _ = write!(s, "{k}={v};");
                 s
@@ -210,17 +218,30 @@ fn profile_index(nic: &Arc<NicShared>, which: Which, id: u64) -> Result<u16, Fai
         return Ok(*index);
     }
     let handle = nic.handle();
+    let mut listed = None;
     let index = match which {
         Which::Ev => {
-            let p = engine_ev(&r, nic.planes);
+            let p = match r.get::<c_int>("mode") {
+                Some(m) if m != MRC_CTL_EV_MODE_AUTO => {
+                    let l = crate::evs::listed(&r, nic.planes, nic.plan.is_some())
+                        .map_err(|e| invalid(&format!("ev_profile_id {id}: {}", e.1)))?;
+                    let p = crate::evs::engine_profile(&r, &l, nic.planes);
+                    listed = Some(l);
+                    p
+                }
+                _ => engine_ev(&r, nic.planes),
+            };
             handle.with_endpoint(move |e| e.add_ev_profile(p))?
         }
-        Which::Cc => {
+        Which::Cc | Which::Fmt => {
             let p = engine_cc(&r);
             handle.with_endpoint(move |e| e.add_cc_profile(p))?
         }
     }
     .map_err(|e| invalid(&format!("{}_profile_id {id}: {e}", which.name())))?;
+    if let Some(l) = listed {
+        crate::evlive::listed(nic, id, l);
+    }
     added.insert(key, (Arc::downgrade(nic), content, index));
     Ok(index)
 }

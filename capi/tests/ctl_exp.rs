@@ -1,0 +1,328 @@
+//! EXP and GEN EV profiles as the engine runs them: a controller lists 8 STEV EVs (EXP) and
+//! has 16 generated (GEN); QPs that take the profiles at INIT spray over exactly those EVs (the
+//! engine's EV table holds the listed entropies, on the listed ports) and move data; an EV the
+//! controller denies on the ONLINE profile is denied in the running QP within a few
+//! milliseconds, and allowed again when the deny is lifted. One test per binary: it sets
+//! `MRC_CTL_DIR`.
+
+#![allow(unsafe_code, clippy::undocumented_unsafe_blocks)]
+
+use core::ffi::c_int;
+use std::collections::BTreeSet;
+use std::mem::zeroed;
+use std::ptr::null_mut;
+use std::time::{Duration, Instant};
+
+use _mrc::api::*;
+use _mrc::ctl::*;
+use _mrc::device::*;
+use _mrc::evs::{mrc_ctl_ev, mrc_ctl_ev_field};
+use _mrc::ibv::*;
+use mrc_transport::ev::EvState;
+use mrc_transport::verbs::Qpn;
+
+fn errno() -> c_int {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+struct Side {
+    vctx: *mut ibv_context,
+    ctx: *mut mrc_context,
+    cq: *mut mrc_cq,
+    pd: *mut ibv_pd,
+    mr: *mut ibv_mr,
+    buf: Vec<u8>,
+    gid: ibv_gid,
+}
+
+unsafe fn side(dev: *mut ibv_device) -> Side {
+    unsafe {
+        let vctx = mrc_sw_ibv_open_device(dev);
+        assert!(!vctx.is_null());
+        let ctx = mrc_create_context(vctx, null_mut());
+        assert!(!ctx.is_null());
+        let pd = mrc_sw_ibv_alloc_pd(vctx);
+        let mut buf = vec![0u8; 1 << 16];
+        let mr = mrc_sw_ibv_reg_mr(
+            pd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+        );
+        assert!(!mr.is_null());
+        let cq = mrc_create_cq(ctx, 64, null_mut(), null_mut(), 0);
+        assert!(!cq.is_null());
+        let mut gid: ibv_gid = zeroed();
+        assert_eq!(mrc_sw_ibv_query_gid(vctx, 1, 0, &raw mut gid), 0);
+        Side {
+            vctx,
+            ctx,
+            cq,
+            pd,
+            mr,
+            buf,
+            gid,
+        }
+    }
+}
+
+/// A QP of `s` in INIT with EV profile `ev`, and its QPN.
+unsafe fn qp(s: &Side, ev: u64) -> (*mut mrc_qp, u32) {
+    unsafe {
+        let mut init = mrc_qp_init_attr {
+            qp_context: null_mut(),
+            send_cq: s.cq,
+            recv_cq: s.cq,
+            cap: ibv_qp_cap {
+                max_send_wr: 16,
+                max_recv_wr: 16,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            sq_sig_all: 1,
+            pd: s.pd,
+            send_ops_flags: 0b11,
+            protocol_version: 1,
+        };
+        let q = mrc_create_qp(s.ctx, &raw mut init);
+        assert!(!q.is_null(), "create_qp errno {}", errno());
+        let mut a: ibv_qp_attr = zeroed();
+        a.qp_state = IBV_QPS_INIT;
+        let mut m: mrc_qp_attr = zeroed();
+        m.ev_profile_id = ev;
+        assert_eq!(
+            mrc_modify_qp(
+                q,
+                &raw mut a,
+                IBV_QP_STATE,
+                &raw mut m,
+                MRC_QP_EV_PROFILE_ID
+            ),
+            0,
+            "INIT with EV profile {ev}: errno {}",
+            errno()
+        );
+        let mut n = 0;
+        assert_eq!(mrc_get_qpn(q, &raw mut n), 0);
+        (q, n)
+    }
+}
+
+unsafe fn connect(q: *mut mrc_qp, peer: &Side, peer_qpn: u32) {
+    unsafe {
+        let mut a: ibv_qp_attr = zeroed();
+        a.qp_state = IBV_QPS_RTR;
+        a.dest_qp_num = peer_qpn;
+        a.ah_attr.is_global = 1;
+        a.ah_attr.grh.dgid = peer.gid;
+        a.ah_attr.port_num = 1;
+        let mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+        assert_eq!(mrc_modify_qp(q, &raw mut a, mask, null_mut(), 0), 0);
+        let mut a: ibv_qp_attr = zeroed();
+        a.qp_state = IBV_QPS_RTS;
+        let mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+        assert_eq!(mrc_modify_qp(q, &raw mut a, mask, null_mut(), 0), 0);
+    }
+}
+
+/// A pair of connected QPs with EV profile `ev`; 40 KiB written from a to b and checked.
+unsafe fn pair_moves_data(a: &mut Side, b: &Side, ev: u64, seed: u8) -> u32 {
+    unsafe {
+        let (qa, na) = qp(a, ev);
+        let (qb, nb) = qp(b, ev);
+        connect(qa, b, nb);
+        connect(qb, a, na);
+        let len = 40_000usize;
+        let msg: Vec<u8> = (0..len)
+            .map(|i| (i as u8).wrapping_mul(13) ^ seed)
+            .collect();
+        a.buf[..len].copy_from_slice(&msg);
+        let mut sge = ibv_sge {
+            addr: a.buf.as_ptr() as u64,
+            length: len as u32,
+            lkey: (*a.mr).lkey,
+        };
+        let mut wr: ibv_send_wr = zeroed();
+        wr.sg_list = &raw mut sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.remote_addr = b.buf.as_ptr() as u64;
+        wr.rkey = (*b.mr).rkey;
+        let mut bad = null_mut();
+        assert_eq!(mrc_post_send(qa, &raw mut wr, &raw mut bad), 0);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut wc: ibv_wc = zeroed();
+        while mrc_poll_cq(a.cq, 1, &raw mut wc) == 0 {
+            assert!(Instant::now() < deadline, "no completion");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        assert_eq!(wc.status, IBV_WC_SUCCESS);
+        let got = std::slice::from_raw_parts(b.buf.as_ptr(), len).to_vec();
+        assert!(got == msg, "the data differ");
+        na
+    }
+}
+
+fn stev(v: u32, port: u8) -> mrc_ctl_ev {
+    let mut e = mrc_ctl_ev::UNPOPULATED;
+    e.val[..4].copy_from_slice(&v.to_be_bytes());
+    e.port = port;
+    e
+}
+
+unsafe fn ev_op(ctx: *mut mrc_context, id: u64, op: c_int, e: &mut [mrc_ctl_ev_op_entry]) -> c_int {
+    unsafe {
+        let mut a: mrc_ctl_ev_profile_attr = zeroed();
+        a.ev_op.op = op;
+        a.ev_op.entries = e.as_mut_ptr().cast();
+        a.ev_op.count = e.len() as c_int;
+        if op >= MRC_CTL_EV_OP_QUERY_EV_STATE {
+            mrc_ctl_query_ev_profile(ctx, id, &raw mut a, MRC_CTL_EV_PROFILE_EV_OP)
+        } else {
+            mrc_ctl_modify_ev_profile(ctx, id, &raw mut a, MRC_CTL_EV_PROFILE_EV_OP)
+        }
+    }
+}
+
+/// The engine's EVs of QP `qpn`: (entropy, plane, state).
+fn engine_evs(vctx: *mut ibv_context, qpn: u32) -> Vec<(u32, u8, EvState)> {
+    let nic = &context(vctx).expect("a software context").nic;
+    nic.handle()
+        .ev_stats(Qpn(qpn))
+        .expect("ev_stats")
+        .iter()
+        .map(|i| (i.entropy, i.plane, i.state))
+        .collect()
+}
+
+#[test]
+fn listed_and_generated_evs_are_what_qps_spray_over() {
+    let dir = std::env::temp_dir().join(format!("mrc-ctl-exp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // SAFETY (whole test): single-threaded at this point; the library reads it later.
+    unsafe { std::env::set_var("MRC_CTL_DIR", &dir) };
+    unsafe {
+        let mut n = 0;
+        let list = mrc_sw_ibv_get_device_list(&raw mut n);
+        assert!(n >= 2);
+        let mut a = side(*list);
+        let b = side(*list.add(1));
+
+        // EXP profile 11 on the device's own format: 8 EVs, 4 per port.
+        let mut p: mrc_ctl_ev_profile_attr = zeroed();
+        p.profile_state = MRC_CTL_PROFILE_OFFLINE;
+        p.ev_mode = MRC_CTL_EV_MODE_EXP;
+        p.ev_fmt_profile_id = 0;
+        p.ev_count = 8;
+        let m = MRC_CTL_EV_PROFILE_STATE
+            | MRC_CTL_EV_PROFILE_MODE
+            | MRC_CTL_EV_PROFILE_FMT_ID
+            | MRC_CTL_EV_PROFILE_COUNT;
+        assert_eq!(mrc_ctl_modify_ev_profile(a.ctx, 11, &raw mut p, m), 0);
+        let listed: Vec<mrc_ctl_ev> = (0..8u32)
+            .map(|i| stev(0x5eed_0000 + i * 0x101, (i % 2) as u8 + 1))
+            .collect();
+        let mut e: Vec<mrc_ctl_ev_op_entry> = listed
+            .iter()
+            .map(|&ev_new| mrc_ctl_ev_op_entry {
+                ev_new,
+                state: 1,
+                ..Default::default()
+            })
+            .collect();
+        assert_eq!(ev_op(a.ctx, 11, MRC_CTL_EV_OP_REPLACE_EV, &mut e), 0);
+        p.profile_state = MRC_CTL_PROFILE_ONLINE;
+        let m = MRC_CTL_EV_PROFILE_STATE;
+        assert_eq!(mrc_ctl_modify_ev_profile(a.ctx, 11, &raw mut p, m), 0);
+
+        let qpn = pair_moves_data(&mut a, &b, 11, 1);
+        let want: BTreeSet<(u32, u8)> = (0..8u32)
+            .map(|i| (0x5eed_0000 + i * 0x101, (i % 2) as u8))
+            .collect();
+        let got = engine_evs(a.vctx, qpn);
+        let got_set: BTreeSet<(u32, u8)> = got.iter().map(|&(e, p, _)| (e, p)).collect();
+        assert_eq!(got_set, want, "the QP's EVs are not the listed ones");
+
+        // Deny EV 2 on the ONLINE profile: the running QP denies it.
+        let mut d = [mrc_ctl_ev_op_entry {
+            ev: listed[2],
+            state: 4, // MRC_CTL_EV_DENIED
+            ..Default::default()
+        }];
+        assert_eq!(ev_op(a.ctx, 11, MRC_CTL_EV_OP_MODIFY_EV_STATE, &mut d), 0);
+        let denied = 0x5eed_0000 + 2 * 0x101;
+        let state_of = || {
+            engine_evs(a.vctx, qpn)
+                .iter()
+                .find(|e| e.0 == denied)
+                .map(|e| e.2)
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while state_of() != Some(EvState::Denied) {
+            assert!(Instant::now() < deadline, "the deny did not reach the QP");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        d[0].state = 1; // MRC_CTL_EV_GOOD
+        assert_eq!(ev_op(a.ctx, 11, MRC_CTL_EV_OP_MODIFY_EV_STATE, &mut d), 0);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while state_of() != Some(EvState::Good) {
+            assert!(Instant::now() < deadline, "the allow did not reach the QP");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+
+        // GEN profile 12: 16 EVs of 0xc1c1 and 11 bits drawn in 100..=1123.
+        let mut f = [
+            mrc_ctl_ev_field {
+                width: 16,
+                init_val: 0xc1c1,
+                ..Default::default()
+            },
+            mrc_ctl_ev_field {
+                width: 16,
+                min_val: 100,
+                max_val: 1123,
+                mask: 0x7ff,
+                ..Default::default()
+            },
+        ];
+        let mut g: mrc_ctl_ev_profile_attr = zeroed();
+        g.profile_state = MRC_CTL_PROFILE_OFFLINE;
+        g.ev_mode = MRC_CTL_EV_MODE_GEN;
+        g.ev_count = 16;
+        g.ev_fields_op.op = MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS;
+        g.ev_fields_op.entries = f.as_mut_ptr().cast();
+        g.ev_fields_op.count = 2;
+        let m = MRC_CTL_EV_PROFILE_STATE
+            | MRC_CTL_EV_PROFILE_MODE
+            | MRC_CTL_EV_PROFILE_FMT_ID
+            | MRC_CTL_EV_PROFILE_COUNT
+            | MRC_CTL_EV_PROFILE_EV_FIELDS_OP;
+        assert_eq!(mrc_ctl_modify_ev_profile(a.ctx, 12, &raw mut g, m), 0);
+        g.profile_state = MRC_CTL_PROFILE_ONLINE;
+        assert_eq!(
+            mrc_ctl_modify_ev_profile(a.ctx, 12, &raw mut g, MRC_CTL_EV_PROFILE_STATE),
+            0,
+            "errno {}",
+            errno()
+        );
+        let mut arr = vec![mrc_ctl_ev_op_entry::default(); 16];
+        assert_eq!(ev_op(a.ctx, 12, MRC_CTL_EV_OP_QUERY_EV_ARRAY, &mut arr), 0);
+        let want: BTreeSet<(u32, u8)> = arr
+            .iter()
+            .map(|e| {
+                let v = (u32::from(e.ev.val[0]) << 3) | (u32::from(e.ev.val[1]) >> 5);
+                assert!((100..=1123).contains(&v), "{v}");
+                (0xc1c1_0000 | v, e.ev.port - 1)
+            })
+            .collect();
+        let qpn = pair_moves_data(&mut a, &b, 12, 2);
+        let got: BTreeSet<(u32, u8)> = engine_evs(a.vctx, qpn)
+            .iter()
+            .map(|&(e, p, _)| (e, p))
+            .collect();
+        assert_eq!(got, want, "the QP's EVs are not the generated ones");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
