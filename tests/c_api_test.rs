@@ -1,8 +1,9 @@
-//! `tests/c/mrc_api_test.c`: every function of `include/mrc.h` and of the software verbs
-//! device on its success and error paths (bad masks, wrong transitions, refused opcodes,
-//! over-long scatter lists, full queues, objects in use, completion and async events), built
-//! the way OCP's example makefile builds a program and run on the default in-memory device; it
-//! must exit 0 with its ok line.
+//! The C test programs of `tests/c/`, built the way OCP's example makefile builds a program and
+//! run on the default in-memory device; each must exit 0 with its ok line:
+//! - `mrc_api_test.c`: every function of `include/mrc.h` and of the software verbs device on
+//!   its success and error paths (bad masks, wrong transitions, refused opcodes, over-long
+//!   scatter lists, full queues, objects in use, completion and async events);
+//! - `mrc_ctl_test.c`: the controller API (`include/mrc_ctl.h`) across two processes.
 //!
 //! Needs a C compiler and libibverbs-dev's header: otherwise skipped with a message, or failed
 //! under `MRC_REQUIRE_ALL=1`.
@@ -20,7 +21,7 @@ use mrc_tests::skip;
 
 const TEST: &str = "c_api_test";
 
-/// The program stops itself after 240 s (a watchdog alarm); this is the backstop.
+/// The programs stop themselves after 240 s (a watchdog alarm); this is the backstop.
 const DEADLINE: Duration = Duration::from_mins(5);
 
 /// The software device's configuration keys: unset, so the program gets the default
@@ -40,17 +41,40 @@ const DEVICE_KEYS: [&str; 10] = [
 
 #[test]
 fn every_mrc_h_function_behaves_as_documented() {
+    run_program("mrc_api_test", "mrc-api-test-", &[]);
+}
+
+/// `tests/c/mrc_ctl_test.c`: the controller API as OCP's controller examples use it (EV Format
+/// profiles, EXP/GEN/SRv6 EV profiles and their operations, an EV event CQ on a completion
+/// channel), the controller in one process and an application using its EXP profile in
+/// another; the events of a port going down and up reach the controller.
+#[test]
+fn the_controller_api_reaches_applications_in_other_processes() {
+    let ctl = Scratch::new("mrc-ctl-dir-");
+    let dir = ctl.0.to_string_lossy().into_owned();
+    run_program("mrc_ctl_test", "mrc-ctl-test-", &[("MRC_CTL_DIR", &dir)]);
+    let left: Vec<_> = std::fs::read_dir(&ctl.0)
+        .expect("the profile directory")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "the programs left {left:?} in MRC_CTL_DIR");
+}
+
+/// Builds `tests/c/<name>.c` the way OCP's makefile builds a program, runs it on the default
+/// in-memory device with `env` only, and checks that it exits 0 with its ok line.
+fn run_program(name: &str, tag: &str, env: &[(&str, &str)]) {
     if let Some(why) = bench::cannot_build() {
         skip(TEST, why);
         return;
     }
     let lib = bench::libraries();
-    let scratch = Scratch::new("mrc-api-test-");
+    let scratch = Scratch::new(tag);
     let exe = bench::compile(
         &scratch.0,
         &lib,
-        "mrc_api_test",
-        &[bench::workspace().join("tests/c/mrc_api_test.c")],
+        name,
+        &[bench::workspace().join(format!("tests/c/{name}.c"))],
     );
     // Output into files (no pipe to fill and block on), the child killed past the deadline.
     let (out_path, err_path) = (scratch.0.join("stdout"), scratch.0.join("stderr"));
@@ -60,15 +84,16 @@ fn every_mrc_h_function_behaves_as_documented() {
     }
     // Its libraries through its rpath, as a user's program finds them.
     cmd.env_remove("LD_LIBRARY_PATH");
+    cmd.envs(env.iter().copied());
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(File::create(&out_path).expect("stdout file"))
         .stderr(File::create(&err_path).expect("stderr file"))
         .spawn()
-        .expect("run mrc_api_test");
+        .unwrap_or_else(|e| panic!("run {name}: {e}"));
     let start = Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for mrc_api_test") {
+        if let Some(status) = child.try_wait().expect("wait for the program") {
             break Some(status);
         }
         if start.elapsed() > DEADLINE {
@@ -81,14 +106,16 @@ fn every_mrc_h_function_behaves_as_documented() {
     let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
     let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
     let Some(status) = status else {
-        panic!("mrc_api_test still running after {DEADLINE:?}, killed:\n{stdout}{stderr}");
+        panic!("{name} still running after {DEADLINE:?}, killed:\n{stdout}{stderr}");
     };
     assert!(
         status.success(),
-        "mrc_api_test failed ({status}):\n{stdout}{stderr}"
+        "{name} failed ({status}):\n{stdout}{stderr}"
     );
     assert!(
-        stdout.lines().any(|l| l.starts_with("mrc_api_test: ok (")),
+        stdout
+            .lines()
+            .any(|l| l.starts_with(&format!("{name}: ok ("))),
         "no ok line:\n{stdout}{stderr}"
     );
     print!("{stdout}");
