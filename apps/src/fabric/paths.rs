@@ -24,6 +24,12 @@ pub struct Args {
     /// Print at most this many paths.
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Print the paths as OCP controller EVs instead of a table: one line per path, `<port>
+    /// <value>`, the port 1-based (plane + 1) and the value the 32 bytes of an SRv6
+    /// `mrc_ctl_ev_t` in hex (the outer destination address, then 16 zero bytes: no SRH
+    /// segment). What a controller passes to `REPLACE_EV` of an EXP EV profile.
+    #[arg(long)]
+    pub evs: bool,
 }
 
 /// Print the table. Every error is a refusal: only the plan and the arguments can be wrong.
@@ -66,6 +72,23 @@ pub fn render(args: &Args) -> anyhow::Result<String> {
     for &p in &planes {
         total += plan.path_count(src, dst, p)?;
     }
+    let limit = args.limit.unwrap_or(usize::MAX);
+    if args.evs {
+        let mut out = String::new();
+        for &p in &planes {
+            for path in plan.paths(src, dst, p)? {
+                if out.lines().count() == limit {
+                    return Ok(out);
+                }
+                let mut hex = String::with_capacity(64);
+                for b in path.da.octets().iter().chain(&[0u8; 16]) {
+                    let _ = write!(hex, "{b:02x}");
+                }
+                let _ = writeln!(out, "{} {hex}", path.plane + 1);
+            }
+        }
+        return Ok(out);
+    }
     let mut out = format!(
         "plan {}: {src} (rack {}) -> {dst} (rack {}), {} plane(s), {total} paths\n",
         plan.name(),
@@ -78,7 +101,6 @@ pub fn render(args: &Args) -> anyhow::Result<String> {
         "{:<5} {:<5} {:<6} {:<24} {:<40} hops",
         "plane", "index", "spine", "uSIDs", "DA"
     );
-    let limit = args.limit.unwrap_or(usize::MAX);
     let mut shown = 0usize;
     'planes: for &p in &planes {
         for path in plan.paths(src, dst, p)? {
@@ -117,7 +139,27 @@ mod tests {
             to: to.into(),
             plane,
             limit: None,
+            evs: false,
         }
+    }
+
+    #[test]
+    fn evs_are_the_paths_das_by_port() {
+        let table = render(&args("h0", "3", None)).unwrap();
+        let evs = render(&Args {
+            evs: true,
+            ..args("h0", "3", None)
+        })
+        .unwrap();
+        assert_eq!(evs.lines().count(), 4);
+        // Path "plane 0, DA fcbb:bb00:1000:2001:1001:8003::" of the table.
+        assert!(table.contains("fcbb:bb00:1000:2001:1001:8003::"));
+        assert!(
+            evs.lines()
+                .any(|l| l == format!("1 fcbbbb00100020011001800300000000{}", "0".repeat(32))),
+            "{evs}"
+        );
+        assert!(evs.lines().all(|l| l.len() == 2 + 64));
     }
 
     #[test]
