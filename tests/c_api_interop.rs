@@ -24,7 +24,7 @@ mod bench;
 use std::time::Duration;
 
 use bench::{Bench, Scratch};
-use harness::{Fabric, Tools, eal, runs, skip, unique};
+use harness::{Fabric, Tools, delta, eal, runs, skip, unique};
 use mrc_srv6::plan::{HostId, Plan};
 use mrc_tests::DpdkRuntimeDirs;
 
@@ -65,7 +65,24 @@ fn prerequisites(test: &str) -> Option<Tools> {
 
 #[test]
 fn mrc_bench_between_two_hosts_of_the_kernel_srv6_fabric() {
-    let test = "mrc_bench_between_two_hosts_of_the_kernel_srv6_fabric";
+    run(
+        "mrc_bench_between_two_hosts_of_the_kernel_srv6_fabric",
+        None,
+    );
+}
+
+/// A controller (`examples/controller/mrc_ctl_evs`, in another process) gives each end an EXP
+/// EV profile of the plan's paths through the second spine of each plane (`mrc-fabric paths
+/// --evs` form); `mrc_bench -e` takes them at INIT. Every byte is checked as above, and the
+/// switches' counters show the traffic of both directions crossed those spines only.
+#[test]
+fn mrc_bench_on_a_controllers_srv6_paths() {
+    run("mrc_bench_on_a_controllers_srv6_paths", Some(1));
+}
+
+/// The sweep between two hosts; with `spine`, on EXP profiles of the paths through that spine
+/// index of each plane.
+fn run(test: &str, spine: Option<usize>) {
     let Some(tools) = prerequisites(test) else {
         return;
     };
@@ -82,6 +99,43 @@ fn mrc_bench_between_two_hosts_of_the_kernel_srv6_fabric() {
     f.script(&["dpdkhost", &c]);
     f.script(&["dpdkhost", &s]);
 
+    let ctl_dir = scratch.0.join("ctl");
+    let ctl_dir_s = ctl_dir.to_string_lossy().into_owned();
+    let (mut client_extra, mut server_extra) = (vec![SERVER_MGMT.to_owned()], vec![]);
+    if let Some(spine) = spine {
+        let ctl = bench::compile(
+            &scratch.0,
+            &lib,
+            "mrc_ctl_evs",
+            &[bench::workspace().join("examples/controller/mrc_ctl_evs.c")],
+        );
+        // Profile 7: client -> server; 8: server -> client. One path per plane.
+        for (id, from, to) in [("7", client, server), ("8", server, client)] {
+            // `mrc-fabric paths --evs`, the controller's input: line `spine` of each plane.
+            let mut evs = String::new();
+            for plane in 0..plan.planes() {
+                let out = std::process::Command::new(&tools.mrc_fabric)
+                    .args(["paths", PLAN, "--from", &from.to_string(), "--to"])
+                    .args([&to.to_string(), "--plane", &plane.to_string(), "--evs"])
+                    .output()
+                    .expect("mrc-fabric runs");
+                let (text, err) = mrc_tests::text(&out);
+                assert!(out.status.success(), "mrc-fabric paths --evs: {err}");
+                let line = text.lines().nth(spine).expect("a path through that spine");
+                evs.push_str(line);
+                evs.push('\n');
+            }
+            let out = bench::controller(&ctl, &ctl_dir_s, &["set", id], &evs);
+            assert!(
+                out.status.success(),
+                "mrc_ctl_evs set {id}: {}",
+                bench::shown("controller", &out)
+            );
+        }
+        client_extra.extend(["-e".to_owned(), "7".to_owned()]);
+        server_extra.extend(["-e".to_owned(), "8".to_owned()]);
+    }
+
     let (iters, warmup) = (20_u64, 2_u64);
     let (n, w) = (iters.to_string(), warmup.to_string());
     let args = [
@@ -97,13 +151,14 @@ fn mrc_bench_between_two_hosts_of_the_kernel_srv6_fabric() {
         "--step-factor",
         "16",
     ];
-    let start = |host: &str, prefix: &str, extra: &[&str], what: &str| -> Bench {
+    let start = |host: &str, prefix: &str, extra: &[String], what: &str| -> Bench {
         let ns = f.ns(host);
         let host_eal = eal(prefix, plan.planes());
         let env = [
             ("MRC_EAL", host_eal.as_str()),
             ("MRC_PLAN", PLAN),
             ("MRC_HOST", host),
+            ("MRC_CTL_DIR", ctl_dir_s.as_str()),
         ];
         Bench::spawn(
             bench::command(&["ip", "netns", "exec", &ns], &exe, &env)
@@ -115,8 +170,9 @@ fn mrc_bench_between_two_hosts_of_the_kernel_srv6_fabric() {
     };
     let (sp, cp) = (unique("mrc-kc-s"), unique("mrc-kc-c"));
     let _dirs = (DpdkRuntimeDirs(sp.clone()), DpdkRuntimeDirs(cp.clone()));
+    let before = f.counters();
     // The default TCP port: each host namespace has its own.
-    let mut server_proc = start(&s, &sp, &[], "server");
+    let mut server_proc = start(&s, &sp, &server_extra, "server");
     if !server_proc.wait_for(bench::SERVER_READY, LIMIT) {
         let out = server_proc.finish(LIMIT);
         if bench::no_dpdk(&out) {
@@ -127,7 +183,7 @@ fn mrc_bench_between_two_hosts_of_the_kernel_srv6_fabric() {
         }
         panic!("{}", bench::shown("server", &out));
     }
-    let mut client_proc = start(&c, &cp, &[SERVER_MGMT], "client");
+    let mut client_proc = start(&c, &cp, &client_extra, "client");
     let out_c = client_proc.finish(LIMIT);
     assert!(out_c.status.success(), "{}", bench::shown("client", &out_c));
     let out_s = server_proc.finish(LIMIT);
@@ -135,4 +191,29 @@ fn mrc_bench_between_two_hosts_of_the_kernel_srv6_fabric() {
     bench::assert_run(&out_c, &out_s, &sizes, (iters, warmup), true);
     let rows = mrc_tests::text(&out_c).0;
     println!("{test}: client {c}, server {s}: every byte of sizes {sizes:?} checked\n{rows}");
+    if let Some(spine) = spine {
+        // Packets the spines routed, by spine index (the plan's t1-<plane>-<spine>).
+        let after = f.counters();
+        let mut by_spine = [0u64; 2];
+        for (node, iface) in after.keys() {
+            let Some(rest) = node.strip_prefix("t1-") else {
+                continue;
+            };
+            let idx: usize = rest
+                .rsplit('-')
+                .next()
+                .and_then(|i| i.parse().ok())
+                .unwrap_or(9);
+            if let Some(n) = by_spine.get_mut(idx) {
+                *n += delta(&before, &after, node, iface, |c| c.forwarded);
+            }
+        }
+        let (used, unused) = (by_spine[spine], by_spine[1 - spine]);
+        println!("{test}: packets routed by spines {spine}: {used}, by the others: {unused}");
+        assert!(used > 1000, "the listed spines routed only {used} packets");
+        assert_eq!(
+            unused, 0,
+            "spines off the listed paths routed {unused} packets"
+        );
+    }
 }

@@ -116,6 +116,8 @@ struct options {
 	uint32_t step;
 	uint32_t warmup;
 	bool check;
+	uint64_t ev_profile; /* mrc_ctl.h profile ids a controller set; 0: the device's */
+	uint64_t cc_profile;
 };
 
 struct bench {

@@ -66,6 +66,9 @@ static void usage(FILE *to)
 		"      --step-factor=F      each size is F times the last (default %d)\n"
 		"  -w, --warmup-iters=N     untimed Writes before each size (default %d)\n"
 		"  -c, --check              the server verifies every byte of every Write\n"
+		"  -e, --ev-profile=ID      the QP's EV profile, set by a controller (mrc_ctl.h;\n"
+		"                           examples/controller); default 0, the device's\n"
+		"      --cc-profile=ID      the QP's congestion-control profile (default 0)\n"
 		"  -h, --help               this text\n"
 		"\n"
 		"The device is configured by the environment (MRC_EAL, MRC_PLAN, MRC_HOST, MRC_ADDR,\n"
@@ -115,7 +118,7 @@ static uint64_t number(const char *opt, const char *s, uint64_t lo, uint64_t hi,
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_MIN_SIZE = 256, OPT_STEP };
+	enum { OPT_MIN_SIZE = 256, OPT_STEP, OPT_CC_PROFILE };
 	static const struct option longs[] = {
 		{"port", required_argument, NULL, 'p'},
 		{"ib-dev", required_argument, NULL, 'd'},
@@ -128,6 +131,8 @@ static void parse(int argc, char **argv, struct options *o)
 		{"step-factor", required_argument, NULL, OPT_STEP},
 		{"warmup-iters", required_argument, NULL, 'w'},
 		{"check", no_argument, NULL, 'c'},
+		{"ev-profile", required_argument, NULL, 'e'},
+		{"cc-profile", required_argument, NULL, OPT_CC_PROFILE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -142,7 +147,7 @@ static void parse(int argc, char **argv, struct options *o)
 			      .step = DEF_STEP,
 			      .warmup = DEF_WARMUP};
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":p:d:i:g:m:n:s:w:ch", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":p:d:i:g:m:n:s:w:ce:h", longs, NULL)) != -1) {
 		switch (c) {
 		case 'p': o->tcp_port = (int)number("-p", optarg, 1, 65535, false); break;
 		case 'd': o->ib_dev = optarg; break;
@@ -163,6 +168,10 @@ static void parse(int argc, char **argv, struct options *o)
 			break;
 		case 'w': o->warmup = (uint32_t)number("-w", optarg, 0, MAX_ITERS, false); break;
 		case 'c': o->check = true; break;
+		case 'e': o->ev_profile = number("-e", optarg, 0, UINT64_MAX, false); break;
+		case OPT_CC_PROFILE:
+			o->cc_profile = number("--cc-profile", optarg, 0, UINT64_MAX, false);
+			break;
 		case 'h': usage(stdout); exit(0);
 		case ':': refuse("%s needs a value", argv[optind - 1]);
 		default:
@@ -410,9 +419,9 @@ static void qp_to_init(struct bench *b)
 	v.qp_state = IBV_QPS_INIT;
 	v.pkey_index = 0;
 	v.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-	/* Profiles 0: the device's default EV and congestion-control profiles. */
-	m.profile.ev_profile_id = 0;
-	m.profile.cc_profile_id = 0;
+	/* Profile 0 is the device's default; others a controller set (mrc_ctl.h). */
+	m.profile.ev_profile_id = b->opt.ev_profile;
+	m.profile.cc_profile_id = b->opt.cc_profile;
 	modify(b, &v, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS, &m,
 	       MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID, "INIT");
 }

@@ -170,6 +170,25 @@ pub fn command(prefix: &[&str], exe: &Path, env: &[(&str, &str)]) -> Command {
     cmd
 }
 
+/// `mrc_ctl_evs ARGS` (examples/controller) on the default in-memory device with the profile
+/// directory `ctl_dir`, `stdin` on its standard input; waits for it.
+#[allow(dead_code)] // c_api_interop's; the other tests share this module
+pub fn controller(exe: &Path, ctl_dir: &str, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write as _;
+    let mut child = command(&[], exe, &[("MRC_CTL_DIR", ctl_dir)])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("mrc_ctl_evs: {e}"));
+    if let Some(mut i) = child.stdin.take() {
+        i.write_all(stdin.as_bytes())
+            .expect("the controller's stdin");
+    }
+    child.wait_with_output().expect("wait for mrc_ctl_evs")
+}
+
 /// A benchmark process whose stdout and stderr go to files of a scratch directory (read while
 /// it runs); killed and reaped if still running when dropped.
 #[derive(Debug)]
