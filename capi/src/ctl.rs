@@ -246,6 +246,47 @@ fn move_state(
     Ok(())
 }
 
+/// The start of every profile call: the context, the id (not 0), the mask (bits of `known`
+/// only) and the stored profile of kind `which`.
+fn profile<'a>(
+    c: *mut mrc_context,
+    id: u64,
+    mask: c_int,
+    known: c_int,
+    which: Which,
+) -> Result<(&'a mrc_context, Record), Fail> {
+    let ctx = ctx_of(c)?;
+    check_id(id)?;
+    if mask & !known != 0 {
+        let name = match which {
+            Which::Ev => "ev_profile",
+            Which::Cc => "cc_profile",
+            Which::Fmt => "ev_fmt_profile",
+        };
+        return Err(invalid(&format!("unknown mrc_ctl_{name}_attr_mask bits")));
+    }
+    Ok((ctx, Record::load(which, id)?))
+}
+
+/// Bit 1 of every profile mask (`..._CUR_STATE`): in a modify, the state the caller believes
+/// the profile is in.
+const CUR_STATE: c_int = 1 << 1;
+
+fn check_cur_state(r: &Record, mask: c_int, cur: c_int) -> Result<(), Fail> {
+    if mask & CUR_STATE != 0 && cur != r.state() {
+        return Err(invalid("cur_profile_state is not the profile's state"));
+    }
+    Ok(())
+}
+
+/// A query's STATE / CUR_STATE (bits 0 and 1 of every profile mask): both the current state.
+fn report_state(r: &Record, mask: c_int, state: &mut c_int, cur: &mut c_int) {
+    if mask & (1 | CUR_STATE) != 0 {
+        *state = r.state();
+        *cur = r.state();
+    }
+}
+
 fn check_id(id: u64) -> Result<(), Fail> {
     if id == 0 {
         return Err(invalid("profile id 0 is the device's default profile"));
@@ -523,17 +564,10 @@ pub unsafe extern "C" fn mrc_ctl_modify_ev_fmt_profile(
     mask: c_int,
 ) -> c_int {
     guard_int(|| {
-        ctx_of(c)?;
-        check_id(id)?;
-        if mask & !FMT_MASK != 0 {
-            return Err(invalid("unknown mrc_ctl_ev_fmt_profile_attr_mask bits"));
-        }
+        let (_, mut r) = profile(c, id, mask, FMT_MASK, Which::Fmt)?;
         let a = out(attr, "attr")?;
-        let mut r = Record::load(Which::Fmt, id)?;
         let has = |bit: c_int| mask & bit != 0;
-        if has(MRC_CTL_EV_FMT_PROFILE_CUR_STATE) && a.cur_profile_state != r.state() {
-            return Err(invalid("cur_profile_state is not the profile's state"));
-        }
+        check_cur_state(&r, mask, a.cur_profile_state)?;
         let online = r.state() == MRC_CTL_PROFILE_ONLINE;
         let modifies_fields =
             has(MRC_CTL_EV_FMT_PROFILE_OP) && a.ev_fmt_op.op == MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
@@ -596,18 +630,10 @@ pub unsafe extern "C" fn mrc_ctl_query_ev_fmt_profile(
     mask: c_int,
 ) -> c_int {
     guard_int(|| {
-        ctx_of(c)?;
-        check_id(id)?;
-        if mask & !FMT_MASK != 0 {
-            return Err(invalid("unknown mrc_ctl_ev_fmt_profile_attr_mask bits"));
-        }
+        let (_, r) = profile(c, id, mask, FMT_MASK, Which::Fmt)?;
         let a = out(attr, "attr")?;
-        let r = Record::load(Which::Fmt, id)?;
         let has = |bit: c_int| mask & bit != 0;
-        if has(MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_CUR_STATE) {
-            a.profile_state = r.state();
-            a.cur_profile_state = r.state();
-        }
+        report_state(&r, mask, &mut a.profile_state, &mut a.cur_profile_state);
         if has(MRC_CTL_EV_FMT_PROFILE_MODE) {
             a.ev_fmt_mode = r.get("mode").unwrap_or(0);
         }
@@ -793,20 +819,13 @@ pub unsafe extern "C" fn mrc_ctl_modify_ev_profile(
     mask: c_int,
 ) -> c_int {
     guard_int(|| {
-        let ctx = ctx_of(c)?;
-        check_id(id)?;
-        if mask & !EV_MASK != 0 {
-            return Err(invalid("unknown mrc_ctl_ev_profile_attr_mask bits"));
-        }
+        let (ctx, mut r) = profile(c, id, mask, EV_MASK, Which::Ev)?;
         let has = |bit: c_int| mask & bit != 0;
         if has(MRC_CTL_EV_PROFILE_EV_OP) && has(MRC_CTL_EV_PROFILE_EV_FIELDS_OP) {
             return Err(invalid("EV_OP and EV_FIELDS_OP exclude each other"));
         }
         let a = out(attr, "attr")?;
-        let mut r = Record::load(Which::Ev, id)?;
-        if has(MRC_CTL_EV_PROFILE_CUR_STATE) && a.cur_profile_state != r.state() {
-            return Err(invalid("cur_profile_state is not the profile's state"));
-        }
+        check_cur_state(&r, mask, a.cur_profile_state)?;
         let online = r.state() == MRC_CTL_PROFILE_ONLINE;
         let config = MRC_CTL_EV_PROFILE_MODE
             | MRC_CTL_EV_PROFILE_FMT_ID
@@ -968,21 +987,13 @@ pub unsafe extern "C" fn mrc_ctl_query_ev_profile(
     mask: c_int,
 ) -> c_int {
     guard_int(|| {
-        let ctx = ctx_of(c)?;
-        check_id(id)?;
-        if mask & !EV_MASK != 0 {
-            return Err(invalid("unknown mrc_ctl_ev_profile_attr_mask bits"));
-        }
+        let (ctx, r) = profile(c, id, mask, EV_MASK, Which::Ev)?;
         let has = |bit: c_int| mask & bit != 0;
         if has(MRC_CTL_EV_PROFILE_EV_OP) && has(MRC_CTL_EV_PROFILE_EV_FIELDS_OP) {
             return Err(invalid("EV_OP and EV_FIELDS_OP exclude each other"));
         }
         let a = out(attr, "attr")?;
-        let r = Record::load(Which::Ev, id)?;
-        if has(MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_CUR_STATE) {
-            a.profile_state = r.state();
-            a.cur_profile_state = r.state();
-        }
+        report_state(&r, mask, &mut a.profile_state, &mut a.cur_profile_state);
         if has(MRC_CTL_EV_PROFILE_MODE) {
             a.ev_mode = ev_mode(&r);
         }
@@ -1038,17 +1049,10 @@ pub unsafe extern "C" fn mrc_ctl_modify_cc_profile(
     mask: c_int,
 ) -> c_int {
     guard_int(|| {
-        ctx_of(c)?;
-        check_id(id)?;
-        if mask & !CC_MASK != 0 {
-            return Err(invalid("unknown mrc_ctl_cc_profile_attr_mask bits"));
-        }
+        let (_, mut r) = profile(c, id, mask, CC_MASK, Which::Cc)?;
         let a = input(attr, "attr")?;
-        let mut r = Record::load(Which::Cc, id)?;
         let has = |bit: c_int| mask & bit != 0;
-        if has(MRC_CTL_CC_PROFILE_CUR_STATE) && a.cur_profile_state != r.state() {
-            return Err(invalid("cur_profile_state is not the profile's state"));
-        }
+        check_cur_state(&r, mask, a.cur_profile_state)?;
         if has(MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG)
             && r.state() == MRC_CTL_PROFILE_ONLINE
         {
@@ -1097,18 +1101,10 @@ pub unsafe extern "C" fn mrc_ctl_query_cc_profile(
     mask: c_int,
 ) -> c_int {
     guard_int(|| {
-        ctx_of(c)?;
-        check_id(id)?;
-        if mask & !CC_MASK != 0 {
-            return Err(invalid("unknown mrc_ctl_cc_profile_attr_mask bits"));
-        }
+        let (_, r) = profile(c, id, mask, CC_MASK, Which::Cc)?;
         let a = out(attr, "attr")?;
-        let r = Record::load(Which::Cc, id)?;
         let has = |bit: c_int| mask & bit != 0;
-        if has(MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_CUR_STATE) {
-            a.profile_state = r.state();
-            a.cur_profile_state = r.state();
-        }
+        report_state(&r, mask, &mut a.profile_state, &mut a.cur_profile_state);
         if has(MRC_CTL_CC_PROFILE_ALGORITHM) {
             a.algorithm = match r.0.get("algorithm").map(String::as_str) {
                 Some("uet-1.0-nscc") => NSCC.as_ptr(),

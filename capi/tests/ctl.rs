@@ -5,147 +5,37 @@
 
 #![allow(unsafe_code, clippy::undocumented_unsafe_blocks)]
 
+mod common;
+
 use core::ffi::{CStr, c_int};
 use std::mem::zeroed;
 use std::ptr::null_mut;
 use std::time::{Duration, Instant};
+
+use common::{Host, connect, errno, host, new_qp, poll_one, private_ctl_dir, to_init, two_devices};
 
 use _mrc::api::*;
 use _mrc::ctl::*;
 use _mrc::device::*;
 use _mrc::ibv::*;
 
-fn errno() -> c_int {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
+/// A host with a QP (in RESET).
 struct Side {
-    vctx: *mut ibv_context,
-    ctx: *mut mrc_context,
-    cq: *mut mrc_cq,
+    h: Host,
     qp: *mut mrc_qp,
-    mr: *mut ibv_mr,
-    buf: Vec<u8>,
-    gid: ibv_gid,
     qpn: u32,
 }
 
 unsafe fn side(dev: *mut ibv_device) -> Side {
     unsafe {
-        let vctx = mrc_sw_ibv_open_device(dev);
-        assert!(!vctx.is_null());
-        let ctx = mrc_create_context(vctx, null_mut());
-        assert!(!ctx.is_null());
-        let pd = mrc_sw_ibv_alloc_pd(vctx);
-        assert!(!pd.is_null());
-        let mut buf = vec![0u8; 4096];
-        let mr = mrc_sw_ibv_reg_mr(
-            pd,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-        );
-        assert!(!mr.is_null());
-        let cq = mrc_create_cq(ctx, 64, null_mut(), null_mut(), 0);
-        assert!(!cq.is_null());
-        let mut init = mrc_qp_init_attr {
-            qp_context: null_mut(),
-            send_cq: cq,
-            recv_cq: cq,
-            cap: ibv_qp_cap {
-                max_send_wr: 16,
-                max_recv_wr: 16,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            sq_sig_all: 1,
-            pd,
-            send_ops_flags: 0b11,
-            protocol_version: 1,
-        };
-        let qp = mrc_create_qp(ctx, &raw mut init);
-        assert!(!qp.is_null(), "create_qp errno {}", errno());
-        let mut qpn = 0;
-        assert_eq!(mrc_get_qpn(qp, &raw mut qpn), 0);
-        let mut gid: ibv_gid = zeroed();
-        assert_eq!(mrc_sw_ibv_query_gid(vctx, 1, 0, &raw mut gid), 0);
-        Side {
-            vctx,
-            ctx,
-            cq,
-            qp,
-            mr,
-            buf,
-            gid,
-            qpn,
-        }
+        let h = host(dev, 4096);
+        let (qp, qpn) = new_qp(&h);
+        Side { h, qp, qpn }
     }
 }
 
-unsafe fn to_init(qp: *mut mrc_qp, ev: u64, cc: u64) -> c_int {
-    unsafe {
-        let mut a: ibv_qp_attr = zeroed();
-        a.qp_state = IBV_QPS_INIT;
-        let mut m: mrc_qp_attr = zeroed();
-        m.ev_profile_id = ev;
-        m.cc_profile_id = cc;
-        mrc_modify_qp(
-            qp,
-            &raw mut a,
-            IBV_QP_STATE,
-            &raw mut m,
-            MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID,
-        )
-    }
-}
-
-unsafe fn connect(s: &Side, peer: &Side) {
-    unsafe {
-        let mut a: ibv_qp_attr = zeroed();
-        a.qp_state = IBV_QPS_RTR;
-        a.dest_qp_num = peer.qpn;
-        a.ah_attr.is_global = 1;
-        a.ah_attr.grh.dgid = peer.gid;
-        a.ah_attr.port_num = 1;
-        let mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-        assert_eq!(
-            mrc_modify_qp(s.qp, &raw mut a, mask, null_mut(), 0),
-            0,
-            "RTR errno {}",
-            errno()
-        );
-        let mut a: ibv_qp_attr = zeroed();
-        a.qp_state = IBV_QPS_RTS;
-        assert_eq!(
-            mrc_modify_qp(
-                s.qp,
-                &raw mut a,
-                IBV_QP_STATE | IBV_QP_SQ_PSN,
-                null_mut(),
-                0
-            ),
-            0,
-            "RTS errno {}",
-            errno()
-        );
-    }
-}
-
-unsafe fn poll_one(cq: *mut mrc_cq) -> ibv_wc {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    unsafe {
-        let mut wc: ibv_wc = zeroed();
-        loop {
-            let n = mrc_poll_cq(cq, 1, &raw mut wc);
-            assert!(n >= 0);
-            if n == 1 {
-                return wc;
-            }
-            assert!(Instant::now() < deadline, "no completion within 10 s");
-            std::thread::sleep(Duration::from_micros(100));
-        }
-    }
+unsafe fn connect_sides(s: &Side, peer: &Side) {
+    unsafe { connect(s.qp, &peer.h, peer.qpn) }
 }
 
 unsafe fn port_state(vctx: *mut ibv_context, port: u8) -> c_int {
@@ -158,16 +48,11 @@ unsafe fn port_state(vctx: *mut ibv_context, port: u8) -> c_int {
 
 #[test]
 fn controller_profiles_reach_the_application() {
-    let dir = std::env::temp_dir().join(format!("mrc-ctl-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    // SAFETY (whole test): single-threaded at this point; the library reads it later.
-    unsafe { std::env::set_var("MRC_CTL_DIR", &dir) };
+    let dir = private_ctl_dir("mrc-ctl-test");
+    let (d0, d1) = two_devices();
     unsafe {
-        let mut n = 0;
-        let list = mrc_sw_ibv_get_device_list(&raw mut n);
-        assert!(n >= 2);
-        let a = side(*list);
-        let mut b = side(*list.add(1));
+        let a = side(d0);
+        let mut b = side(d1);
 
         // Versions and device.
         let (mut cur, mut last) = (0, 0);
@@ -176,7 +61,7 @@ fn controller_profiles_reach_the_application() {
         let mut dattr: mrc_ctl_device_attr = zeroed();
         let mut sup = 0;
         assert_eq!(
-            mrc_ctl_query_device_ex(a.vctx, a.ctx, &raw mut dattr, &raw mut sup),
+            mrc_ctl_query_device_ex(a.h.vctx, a.h.ctx, &raw mut dattr, &raw mut sup),
             0
         );
         assert_eq!(sup, 1);
@@ -202,23 +87,23 @@ fn controller_profiles_reach_the_application() {
         cc.profile_state = MRC_CTL_PROFILE_ONLINE;
         // INIT -> ONLINE directly is not a move.
         assert_eq!(
-            mrc_ctl_modify_cc_profile(a.ctx, 7, &raw mut cc, MRC_CTL_CC_PROFILE_STATE),
+            mrc_ctl_modify_cc_profile(a.h.ctx, 7, &raw mut cc, MRC_CTL_CC_PROFILE_STATE),
             -1
         );
         assert_eq!(errno(), libc::EINVAL);
         cc.profile_state = MRC_CTL_PROFILE_OFFLINE;
         let m = MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_ALGORITHM;
-        assert_eq!(mrc_ctl_modify_cc_profile(a.ctx, 7, &raw mut cc, m), 0);
+        assert_eq!(mrc_ctl_modify_cc_profile(a.h.ctx, 7, &raw mut cc, m), 0);
         cc.profile_state = MRC_CTL_PROFILE_ONLINE;
         cc.cc_config = (&raw const nscc).cast();
         let m = MRC_CTL_CC_PROFILE_STATE | MRC_CTL_CC_PROFILE_CONFIG;
-        assert_eq!(mrc_ctl_modify_cc_profile(a.ctx, 7, &raw mut cc, m), 0);
+        assert_eq!(mrc_ctl_modify_cc_profile(a.h.ctx, 7, &raw mut cc, m), 0);
         let mut back = mrc_ctl_cc_nscc_cfg::default();
         let mut q: mrc_ctl_cc_profile_attr = zeroed();
         q.cc_config = (&raw mut back).cast_const().cast();
         let m =
             MRC_CTL_CC_PROFILE_CUR_STATE | MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG;
-        assert_eq!(mrc_ctl_query_cc_profile(b.ctx, 7, &raw mut q, m), 0);
+        assert_eq!(mrc_ctl_query_cc_profile(b.h.ctx, 7, &raw mut q, m), 0);
         assert_eq!(q.cur_profile_state, MRC_CTL_PROFILE_ONLINE);
         assert_eq!(CStr::from_ptr(q.algorithm), c"uet-1.0-nscc");
         assert_eq!(back, nscc);
@@ -229,17 +114,17 @@ fn controller_profiles_reach_the_application() {
         ev.ev_mode = MRC_CTL_EV_MODE_AUTO;
         ev.ev_count = 32;
         let m = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_COUNT;
-        assert_eq!(mrc_ctl_modify_ev_profile(a.ctx, 5, &raw mut ev, m), 0);
+        assert_eq!(mrc_ctl_modify_ev_profile(a.h.ctx, 5, &raw mut ev, m), 0);
         ev.profile_state = MRC_CTL_PROFILE_ONLINE;
         ev.ev_min_active = 8;
         let m = MRC_CTL_EV_PROFILE_STATE
             | MRC_CTL_EV_PROFILE_MIN_ACTIVE
             | MRC_CTL_EV_PROFILE_EVENT_MASK;
-        assert_eq!(mrc_ctl_modify_ev_profile(a.ctx, 5, &raw mut ev, m), 0);
+        assert_eq!(mrc_ctl_modify_ev_profile(a.h.ctx, 5, &raw mut ev, m), 0);
         let mut q: mrc_ctl_ev_profile_attr = zeroed();
         let m =
             MRC_CTL_EV_PROFILE_CUR_STATE | MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE;
-        assert_eq!(mrc_ctl_query_ev_profile(a.ctx, 5, &raw mut q, m), 0);
+        assert_eq!(mrc_ctl_query_ev_profile(a.h.ctx, 5, &raw mut q, m), 0);
         assert_eq!(
             (q.cur_profile_state, q.ev_count, q.ev_min_active),
             (MRC_CTL_PROFILE_ONLINE, 32, 8)
@@ -247,7 +132,7 @@ fn controller_profiles_reach_the_application() {
         // An unknown mode is refused.
         ev.ev_mode = 1 << 5;
         assert_eq!(
-            mrc_ctl_modify_ev_profile(a.ctx, 6, &raw mut ev, MRC_CTL_EV_PROFILE_MODE),
+            mrc_ctl_modify_ev_profile(a.h.ctx, 6, &raw mut ev, MRC_CTL_EV_PROFILE_MODE),
             -1
         );
         assert_eq!(errno(), libc::EINVAL);
@@ -255,7 +140,7 @@ fn controller_profiles_reach_the_application() {
         ev.ev_mode = MRC_CTL_EV_MODE_AUTO;
         ev.profile_state = MRC_CTL_PROFILE_OFFLINE;
         let m = MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE;
-        assert_eq!(mrc_ctl_modify_ev_profile(a.ctx, 9, &raw mut ev, m), 0);
+        assert_eq!(mrc_ctl_modify_ev_profile(a.h.ctx, 9, &raw mut ev, m), 0);
         assert!(dir.join("cc-7").exists() && dir.join("ev-5").exists());
 
         // The application: unknown and OFFLINE profiles are refused at INIT.
@@ -265,14 +150,14 @@ fn controller_profiles_reach_the_application() {
         assert_eq!(errno(), libc::EINVAL);
         assert_eq!(to_init(a.qp, 5, 7), 0, "errno {}", errno());
         assert_eq!(to_init(b.qp, 5, 7), 0, "errno {}", errno());
-        connect(&a, &b);
-        connect(&b, &a);
+        connect_sides(&a, &b);
+        connect_sides(&b, &a);
 
         // Write-with-Imm a → b.
         let mut rsge = ibv_sge {
-            addr: b.buf.as_mut_ptr() as u64,
+            addr: b.h.buf.as_mut_ptr() as u64,
             length: 0,
-            lkey: (*b.mr).lkey,
+            lkey: (*b.h.mr).lkey,
         };
         let mut rwr = ibv_recv_wr {
             wr_id: 2,
@@ -283,13 +168,13 @@ fn controller_profiles_reach_the_application() {
         let mut bad_r = null_mut();
         assert_eq!(mrc_post_recv(b.qp, &raw mut rwr, &raw mut bad_r), 0);
         let msg: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 3) as u8).collect();
-        let mut src = a.buf.clone();
+        let mut src = a.h.buf.clone();
         src[..msg.len()].copy_from_slice(&msg);
-        std::ptr::copy_nonoverlapping(src.as_ptr(), (*a.mr).addr.cast::<u8>(), msg.len());
+        std::ptr::copy_nonoverlapping(src.as_ptr(), (*a.h.mr).addr.cast::<u8>(), msg.len());
         let mut sge = ibv_sge {
-            addr: (*a.mr).addr as u64,
+            addr: (*a.h.mr).addr as u64,
             length: msg.len() as u32,
-            lkey: (*a.mr).lkey,
+            lkey: (*a.h.mr).lkey,
         };
         let mut wr: ibv_send_wr = zeroed();
         wr.wr_id = 1;
@@ -298,8 +183,8 @@ fn controller_profiles_reach_the_application() {
         wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
         wr.send_flags = IBV_SEND_SIGNALED;
         wr.imm_data = 0x1234_5678u32.to_be();
-        wr.remote_addr = b.buf.as_ptr() as u64;
-        wr.rkey = (*b.mr).rkey;
+        wr.remote_addr = b.h.buf.as_ptr() as u64;
+        wr.rkey = (*b.h.mr).rkey;
         let mut bad = null_mut();
         assert_eq!(
             mrc_post_send(a.qp, &raw mut wr, &raw mut bad),
@@ -307,15 +192,15 @@ fn controller_profiles_reach_the_application() {
             "errno {}",
             errno()
         );
-        let wc = poll_one(a.cq);
+        let wc = poll_one(a.h.cq);
         assert_eq!((wc.status, wc.wr_id), (IBV_WC_SUCCESS, 1));
-        let wc = poll_one(b.cq);
+        let wc = poll_one(b.h.cq);
         assert_eq!(
             (wc.status, wc.opcode, wc.byte_len),
             (IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 3000)
         );
         assert_eq!(wc.imm_data, 0x1234_5678u32.to_be());
-        let got = std::ptr::read_volatile(b.buf.as_ptr().cast::<[u8; 3000]>());
+        let got = std::ptr::read_volatile(b.h.buf.as_ptr().cast::<[u8; 3000]>());
         assert_eq!(&got[..], &msg[..]);
 
         // Port admin: disable port 1 of mrc_mem0, then enable it again.
@@ -323,31 +208,31 @@ fn controller_profiles_reach_the_application() {
             port_admin_state: MRC_CTL_PORT_ADMIN_DISABLED,
         };
         assert_eq!(
-            mrc_ctl_modify_port(a.ctx, 1, &raw mut p, MRC_CTL_PORT_ADMIN_STATE),
+            mrc_ctl_modify_port(a.h.ctx, 1, &raw mut p, MRC_CTL_PORT_ADMIN_STATE),
             0
         );
         let mut q = mrc_ctl_port_attr {
             port_admin_state: -1,
         };
         assert_eq!(
-            mrc_ctl_query_port(a.ctx, 1, &raw mut q, MRC_CTL_PORT_ADMIN_STATE),
+            mrc_ctl_query_port(a.h.ctx, 1, &raw mut q, MRC_CTL_PORT_ADMIN_STATE),
             0
         );
         assert_eq!(q.port_admin_state, MRC_CTL_PORT_ADMIN_DISABLED);
-        assert_eq!(port_state(a.vctx, 1), IBV_PORT_DOWN);
-        assert_eq!(port_state(a.vctx, 2), IBV_PORT_ACTIVE);
+        assert_eq!(port_state(a.h.vctx, 1), IBV_PORT_DOWN);
+        assert_eq!(port_state(a.h.vctx, 2), IBV_PORT_ACTIVE);
         p.port_admin_state = MRC_CTL_PORT_ADMIN_ENABLED;
         assert_eq!(
-            mrc_ctl_modify_port(a.ctx, 1, &raw mut p, MRC_CTL_PORT_ADMIN_STATE),
+            mrc_ctl_modify_port(a.h.ctx, 1, &raw mut p, MRC_CTL_PORT_ADMIN_STATE),
             0
         );
         let deadline = Instant::now() + Duration::from_secs(5);
-        while port_state(a.vctx, 1) != IBV_PORT_ACTIVE {
+        while port_state(a.h.vctx, 1) != IBV_PORT_ACTIVE {
             assert!(Instant::now() < deadline, "port 1 did not come back");
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(
-            mrc_ctl_modify_port(a.ctx, 3, &raw mut p, MRC_CTL_PORT_ADMIN_STATE),
+            mrc_ctl_modify_port(a.h.ctx, 3, &raw mut p, MRC_CTL_PORT_ADMIN_STATE),
             -1
         );
         assert_eq!(errno(), libc::EINVAL);
@@ -355,7 +240,7 @@ fn controller_profiles_reach_the_application() {
         // Refused parts of the API.
         let mut n = 0;
         assert_eq!(
-            mrc_ctl_ep_batch_send_wait(a.ctx, 0, 0, null_mut(), 0, 0, null_mut(), &raw mut n),
+            mrc_ctl_ep_batch_send_wait(a.h.ctx, 0, 0, null_mut(), 0, 0, null_mut(), &raw mut n),
             -1
         );
         assert_eq!(errno(), libc::EOPNOTSUPP);
@@ -363,7 +248,7 @@ fn controller_profiles_reach_the_application() {
         // OFFLINE -> INIT forgets the profile.
         ev.profile_state = MRC_CTL_PROFILE_INIT;
         assert_eq!(
-            mrc_ctl_modify_ev_profile(a.ctx, 9, &raw mut ev, MRC_CTL_EV_PROFILE_STATE),
+            mrc_ctl_modify_ev_profile(a.h.ctx, 9, &raw mut ev, MRC_CTL_EV_PROFILE_STATE),
             0
         );
         assert!(!dir.join("ev-9").exists());

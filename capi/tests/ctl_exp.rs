@@ -7,6 +7,8 @@
 
 #![allow(unsafe_code, clippy::undocumented_unsafe_blocks)]
 
+mod common;
+
 use core::ffi::c_int;
 use std::collections::BTreeSet;
 use std::mem::zeroed;
@@ -21,113 +23,24 @@ use _mrc::ibv::*;
 use mrc_transport::ev::EvState;
 use mrc_transport::verbs::Qpn;
 
-fn errno() -> c_int {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
+use common::{Host, connect, errno, host, new_qp, poll_one, private_ctl_dir, to_init, two_devices};
 
-struct Side {
-    vctx: *mut ibv_context,
-    ctx: *mut mrc_context,
-    cq: *mut mrc_cq,
-    pd: *mut ibv_pd,
-    mr: *mut ibv_mr,
-    buf: Vec<u8>,
-    gid: ibv_gid,
-}
-
-unsafe fn side(dev: *mut ibv_device) -> Side {
+/// A QP of `h` in INIT with EV profile `ev`, and its QPN.
+unsafe fn qp(h: &Host, ev: u64) -> (*mut mrc_qp, u32) {
     unsafe {
-        let vctx = mrc_sw_ibv_open_device(dev);
-        assert!(!vctx.is_null());
-        let ctx = mrc_create_context(vctx, null_mut());
-        assert!(!ctx.is_null());
-        let pd = mrc_sw_ibv_alloc_pd(vctx);
-        let mut buf = vec![0u8; 1 << 16];
-        let mr = mrc_sw_ibv_reg_mr(
-            pd,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-        );
-        assert!(!mr.is_null());
-        let cq = mrc_create_cq(ctx, 64, null_mut(), null_mut(), 0);
-        assert!(!cq.is_null());
-        let mut gid: ibv_gid = zeroed();
-        assert_eq!(mrc_sw_ibv_query_gid(vctx, 1, 0, &raw mut gid), 0);
-        Side {
-            vctx,
-            ctx,
-            cq,
-            pd,
-            mr,
-            buf,
-            gid,
-        }
-    }
-}
-
-/// A QP of `s` in INIT with EV profile `ev`, and its QPN.
-unsafe fn qp(s: &Side, ev: u64) -> (*mut mrc_qp, u32) {
-    unsafe {
-        let mut init = mrc_qp_init_attr {
-            qp_context: null_mut(),
-            send_cq: s.cq,
-            recv_cq: s.cq,
-            cap: ibv_qp_cap {
-                max_send_wr: 16,
-                max_recv_wr: 16,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            sq_sig_all: 1,
-            pd: s.pd,
-            send_ops_flags: 0b11,
-            protocol_version: 1,
-        };
-        let q = mrc_create_qp(s.ctx, &raw mut init);
-        assert!(!q.is_null(), "create_qp errno {}", errno());
-        let mut a: ibv_qp_attr = zeroed();
-        a.qp_state = IBV_QPS_INIT;
-        let mut m: mrc_qp_attr = zeroed();
-        m.ev_profile_id = ev;
+        let (q, n) = new_qp(h);
         assert_eq!(
-            mrc_modify_qp(
-                q,
-                &raw mut a,
-                IBV_QP_STATE,
-                &raw mut m,
-                MRC_QP_EV_PROFILE_ID
-            ),
+            to_init(q, ev, 0),
             0,
             "INIT with EV profile {ev}: errno {}",
             errno()
         );
-        let mut n = 0;
-        assert_eq!(mrc_get_qpn(q, &raw mut n), 0);
         (q, n)
     }
 }
 
-unsafe fn connect(q: *mut mrc_qp, peer: &Side, peer_qpn: u32) {
-    unsafe {
-        let mut a: ibv_qp_attr = zeroed();
-        a.qp_state = IBV_QPS_RTR;
-        a.dest_qp_num = peer_qpn;
-        a.ah_attr.is_global = 1;
-        a.ah_attr.grh.dgid = peer.gid;
-        a.ah_attr.port_num = 1;
-        let mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-        assert_eq!(mrc_modify_qp(q, &raw mut a, mask, null_mut(), 0), 0);
-        let mut a: ibv_qp_attr = zeroed();
-        a.qp_state = IBV_QPS_RTS;
-        let mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-        assert_eq!(mrc_modify_qp(q, &raw mut a, mask, null_mut(), 0), 0);
-    }
-}
-
 /// A pair of connected QPs with EV profile `ev`; 40 KiB written from a to b and checked.
-unsafe fn pair_moves_data(a: &mut Side, b: &Side, ev: u64, seed: u8) -> u32 {
+unsafe fn pair_moves_data(a: &mut Host, b: &Host, ev: u64, seed: u8) -> u32 {
     unsafe {
         let (qa, na) = qp(a, ev);
         let (qb, nb) = qp(b, ev);
@@ -152,13 +65,7 @@ unsafe fn pair_moves_data(a: &mut Side, b: &Side, ev: u64, seed: u8) -> u32 {
         wr.rkey = (*b.mr).rkey;
         let mut bad = null_mut();
         assert_eq!(mrc_post_send(qa, &raw mut wr, &raw mut bad), 0);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut wc: ibv_wc = zeroed();
-        while mrc_poll_cq(a.cq, 1, &raw mut wc) == 0 {
-            assert!(Instant::now() < deadline, "no completion");
-            std::thread::sleep(Duration::from_micros(100));
-        }
-        assert_eq!(wc.status, IBV_WC_SUCCESS);
+        assert_eq!(poll_one(a.cq).status, IBV_WC_SUCCESS);
         let got = std::slice::from_raw_parts(b.buf.as_ptr(), len).to_vec();
         assert!(got == msg, "the data differ");
         na
@@ -199,16 +106,11 @@ fn engine_evs(vctx: *mut ibv_context, qpn: u32) -> Vec<(u32, u8, EvState)> {
 
 #[test]
 fn listed_and_generated_evs_are_what_qps_spray_over() {
-    let dir = std::env::temp_dir().join(format!("mrc-ctl-exp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    // SAFETY (whole test): single-threaded at this point; the library reads it later.
-    unsafe { std::env::set_var("MRC_CTL_DIR", &dir) };
+    let dir = private_ctl_dir("mrc-ctl-exp");
+    let (d0, d1) = two_devices();
     unsafe {
-        let mut n = 0;
-        let list = mrc_sw_ibv_get_device_list(&raw mut n);
-        assert!(n >= 2);
-        let mut a = side(*list);
-        let b = side(*list.add(1));
+        let mut a = host(d0, 1 << 16);
+        let b = host(d1, 1 << 16);
 
         // EXP profile 11 on the device's own format: 8 EVs, 4 per port.
         let mut p: mrc_ctl_ev_profile_attr = zeroed();
