@@ -1456,7 +1456,12 @@ pub unsafe extern "C" fn mrc_modify_qp(
             IBV_QPS_INIT => {
                 let mut i = InitAttr::default();
                 if has(MRC_QP_EV_PROFILE_ID) {
-                    i.ev_profile = crate::profiles::ev_profile_index(&ctx.nic, m.ev_profile_id)?;
+                    let (index, listed) =
+                        crate::profiles::ev_profile_index(&ctx.nic, m.ev_profile_id)?;
+                    if let Some(l) = listed {
+                        crate::evlive::listed(&ctx.nic, m.ev_profile_id, l);
+                    }
+                    i.ev_profile = index;
                     new.mrc.ev_profile_id = m.ev_profile_id;
                 }
                 if has(MRC_QP_CC_PROFILE_ID) {

@@ -529,7 +529,7 @@ fn fill<T: Copy>(op: &mut mrc_ctl_ev_array_op, items: &[T]) -> Result<(), Fail> 
 }
 
 fn fmt_widths(r: &Record) -> Vec<mrc_ctl_ev_fmt_field> {
-    Format::of_record(r)
+    crate::profiles::format_of(r)
         .widths
         .iter()
         .map(|&w| mrc_ctl_ev_fmt_field { width: w as u8 })
@@ -655,7 +655,7 @@ fn ev_mode(r: &Record) -> c_int {
 
 /// The format of an EXP/GEN profile (its EV Format profile, or the device's own for 0).
 fn format_of(r: &Record, ctx: &mrc_context) -> Result<Format, Fail> {
-    Format::load(r.get("fmt_id").unwrap_or(0), ctx.nic.plan.is_some())
+    crate::profiles::load_format(r.get("fmt_id").unwrap_or(0), ctx.nic.plan.is_some())
 }
 
 /// The state of EV `ev` of profile `id` (`bad`: the EVs a live QP holds ASSUMED_BAD).

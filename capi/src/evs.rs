@@ -18,13 +18,11 @@
 
 use core::fmt::Write as _;
 use core::net::Ipv6Addr;
-use std::sync::Arc;
 
-use mrc_transport::config::{EvProfile, ExplicitEv, ExplicitValue};
+use mrc_transport::config::{ExplicitEv, ExplicitValue};
 use mrc_transport::ev::SrPath;
 use mrc_transport::wire::EntropyOrder;
 
-use crate::profiles::{MRC_CTL_PROFILE_ONLINE, Record, Which};
 use crate::{Fail, fail, invalid};
 
 pub const MRC_CTL_EV_FMT_MODE_STEV: i32 = 1 << 0;
@@ -180,31 +178,6 @@ impl Format {
             MRC_CTL_EV_FMT_MODE_STEV => 32,
             MRC_CTL_EV_FMT_MODE_UDP => 16,
             _ => 256,
-        }
-    }
-
-    /// EV Format profile `id` (0: the native one); it must be ONLINE.
-    pub(crate) fn load(id: u64, srv6: bool) -> Result<Self, Fail> {
-        if id == 0 {
-            return Ok(Self::native(srv6));
-        }
-        let r = Record::load(Which::Fmt, id)?;
-        if r.state() != MRC_CTL_PROFILE_ONLINE {
-            return Err(invalid(&format!(
-                "ev_fmt_profile_id {id}: no such ONLINE EV Format profile"
-            )));
-        }
-        Ok(Self::of_record(&r))
-    }
-
-    pub(crate) fn of_record(r: &Record) -> Self {
-        Self {
-            mode: r.get("mode").unwrap_or(0),
-            widths: r
-                .0
-                .get("fields")
-                .map(|s| s.split(',').filter_map(|w| w.parse().ok()).collect())
-                .unwrap_or_default(),
         }
     }
 }
@@ -432,70 +405,6 @@ pub fn engine_value(
     ExplicitEv {
         plane: ev.port.saturating_sub(1),
         value,
-    }
-}
-
-/// The populated EVs of an EXP/GEN profile record as the engine takes them, for a device of
-/// `planes` planes in SRv6 mode or not. EINVAL when the profile's format is not the device's
-/// (SRv6 on an ECMP device or the reverse), or an EV leaves by a port the device lacks.
-pub(crate) fn listed(r: &Record, planes: u8, srv6: bool) -> Result<Listed, Fail> {
-    let fmt = Format::load(r.get("fmt_id").unwrap_or(0), srv6)?;
-    if (fmt.mode == MRC_CTL_EV_FMT_MODE_SRV6) != srv6 {
-        return Err(invalid(if srv6 {
-            "the EV profile's format is not SRv6, and the device routes by SRv6 (MRC_PLAN)"
-        } else {
-            "the EV profile's format is SRv6, and the device is in ECMP mode"
-        }));
-    }
-    let fields = decode_fields(r.0.get("fields"));
-    let compact: Vec<mrc_ctl_ev> = decode_list(r.0.get("evs"))
-        .into_iter()
-        .filter(|e| !e.is_unpopulated())
-        .collect();
-    if compact.is_empty() {
-        return Err(invalid("the EV profile has no EVs"));
-    }
-    if let Some(e) = compact.iter().find(|e| e.port == 0 || e.port > planes) {
-        return Err(invalid(&format!(
-            "an EV of the profile leaves by port {}: the device has ports 1..={planes}",
-            e.port
-        )));
-    }
-    let engine = compact
-        .iter()
-        .map(|e| engine_value(e, &fields, &fmt, EntropyOrder::default()))
-        .collect();
-    Ok(Listed { engine, compact })
-}
-
-/// The engine profile of an EXP/GEN record: every EV active (the controller chose them), at
-/// least `ev_min_active` kept active however many look bad.
-pub(crate) fn engine_profile(r: &Record, l: &Listed, planes: u8) -> EvProfile {
-    let planes = usize::from(planes.max(1));
-    let mut per_plane = vec![0u16; planes];
-    for e in &l.engine {
-        if let Some(n) = per_plane.get_mut(usize::from(e.plane)) {
-            *n += 1;
-        }
-    }
-    let most = per_plane.iter().copied().max().unwrap_or(1).max(1);
-    let fewest = per_plane
-        .iter()
-        .copied()
-        .filter(|&n| n > 0)
-        .min()
-        .unwrap_or(1);
-    let d = EvProfile::default();
-    let floor = match r.get::<u32>("min_active").filter(|&m| m > 0) {
-        Some(m) => m.div_ceil(planes as u32).min(u32::from(fewest)) as u16,
-        None => d.floor_per_plane.min(fewest),
-    };
-    EvProfile {
-        evs_per_plane: most,
-        active_per_plane: most,
-        floor_per_plane: floor,
-        explicit: Some(Arc::from(l.engine.as_slice())),
-        ..d
     }
 }
 

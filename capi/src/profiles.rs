@@ -18,8 +18,12 @@ use std::sync::{Arc, Mutex, Weak};
 use mrc_transport::Duration;
 use mrc_transport::cc::{CcProfile, NsccConfig};
 use mrc_transport::config::{EvProfile, defaults};
+use mrc_transport::wire::EntropyOrder;
 
 use crate::device::NicShared;
+use crate::evs::{
+    Format, Listed, MRC_CTL_EV_FMT_MODE_SRV6, decode_fields, decode_list, engine_value, mrc_ctl_ev,
+};
 use crate::{Fail, fail, invalid, lock};
 
 pub const MRC_CTL_PROFILE_INIT: c_int = 0;
@@ -185,19 +189,28 @@ impl Record {
 type Added = HashMap<(Which, u64, usize), (Weak<NicShared>, String, u16)>;
 static ADDED: Mutex<Option<Added>> = Mutex::new(None);
 
-/// The engine's EV profile for the id an application passed at INIT (0: the default).
-pub(crate) fn ev_profile_index(nic: &Arc<NicShared>, id: u64) -> Result<u16, Fail> {
+/// The engine's EV profile for the id an application passed at INIT (0: the default), and for
+/// an EXP/GEN profile the engine just took on, its EVs (the caller hands them to
+/// `crate::evlive`, which maps the QP's EVs back to the controller's).
+pub(crate) fn ev_profile_index(
+    nic: &Arc<NicShared>,
+    id: u64,
+) -> Result<(u16, Option<Listed>), Fail> {
     profile_index(nic, Which::Ev, id)
 }
 
 /// The engine's CC profile for the id an application passed at INIT (0: the default).
 pub(crate) fn cc_profile_index(nic: &Arc<NicShared>, id: u64) -> Result<u16, Fail> {
-    profile_index(nic, Which::Cc, id)
+    profile_index(nic, Which::Cc, id).map(|(i, _)| i)
 }
 
-fn profile_index(nic: &Arc<NicShared>, which: Which, id: u64) -> Result<u16, Fail> {
+fn profile_index(
+    nic: &Arc<NicShared>,
+    which: Which,
+    id: u64,
+) -> Result<(u16, Option<Listed>), Fail> {
     if id == 0 {
-        return Ok(0);
+        return Ok((0, None));
     }
     let r = Record::load(which, id)?;
     if r.state() != MRC_CTL_PROFILE_ONLINE {
@@ -215,18 +228,18 @@ fn profile_index(nic: &Arc<NicShared>, which: Which, id: u64) -> Result<u16, Fai
     if let Some((_, c, index)) = added.get(&key)
         && *c == content
     {
-        return Ok(*index);
+        return Ok((*index, None));
     }
     let handle = nic.handle();
-    let mut listed = None;
+    let mut taken = None;
     let index = match which {
         Which::Ev => {
             let p = match r.get::<c_int>("mode") {
                 Some(m) if m != MRC_CTL_EV_MODE_AUTO => {
-                    let l = crate::evs::listed(&r, nic.planes, nic.plan.is_some())
+                    let l = listed(&r, nic.planes, nic.plan.is_some())
                         .map_err(|e| invalid(&format!("ev_profile_id {id}: {}", e.1)))?;
-                    let p = crate::evs::engine_profile(&r, &l, nic.planes);
-                    listed = Some(l);
+                    let p = engine_profile(&r, &l, nic.planes);
+                    taken = Some(l);
                     p
                 }
                 _ => engine_ev(&r, nic.planes),
@@ -239,11 +252,8 @@ fn profile_index(nic: &Arc<NicShared>, which: Which, id: u64) -> Result<u16, Fai
         }
     }
     .map_err(|e| invalid(&format!("{}_profile_id {id}: {e}", which.name())))?;
-    if let Some(l) = listed {
-        crate::evlive::listed(nic, id, l);
-    }
     added.insert(key, (Arc::downgrade(nic), content, index));
-    Ok(index)
+    Ok((index, taken))
 }
 
 /// An AUTO EV profile for a NIC of `planes` planes: `ev_count` EVs spread evenly over the
@@ -265,6 +275,98 @@ pub(crate) fn engine_ev(r: &Record, planes: u8) -> EvProfile {
         evs_per_plane: evs,
         active_per_plane: active,
         floor_per_plane: floor,
+        ..d
+    }
+}
+
+// ---- EXP and GEN EV profiles ----------------------------------------------------------------
+
+/// EV Format profile `id` (0: the device's own, `srv6` or not); it must be ONLINE.
+pub(crate) fn load_format(id: u64, srv6: bool) -> Result<Format, Fail> {
+    if id == 0 {
+        return Ok(Format::native(srv6));
+    }
+    let r = Record::load(Which::Fmt, id)?;
+    if r.state() != MRC_CTL_PROFILE_ONLINE {
+        return Err(invalid(&format!(
+            "ev_fmt_profile_id {id}: no such ONLINE EV Format profile"
+        )));
+    }
+    Ok(format_of(&r))
+}
+
+/// The format an EV Format profile record holds.
+pub(crate) fn format_of(r: &Record) -> Format {
+    Format {
+        mode: r.get("mode").unwrap_or(0),
+        widths: r
+            .0
+            .get("fields")
+            .map(|s| s.split(',').filter_map(|w| w.parse().ok()).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// The populated EVs of an EXP/GEN profile record as the engine takes them, for a device of
+/// `planes` planes in SRv6 mode or not. EINVAL when the profile's format is not the device's
+/// (SRv6 on an ECMP device or the reverse), or an EV leaves by a port the device lacks.
+pub(crate) fn listed(r: &Record, planes: u8, srv6: bool) -> Result<Listed, Fail> {
+    let fmt = load_format(r.get("fmt_id").unwrap_or(0), srv6)?;
+    if (fmt.mode == MRC_CTL_EV_FMT_MODE_SRV6) != srv6 {
+        return Err(invalid(if srv6 {
+            "the EV profile's format is not SRv6, and the device routes by SRv6 (MRC_PLAN)"
+        } else {
+            "the EV profile's format is SRv6, and the device is in ECMP mode"
+        }));
+    }
+    let fields = decode_fields(r.0.get("fields"));
+    let compact: Vec<mrc_ctl_ev> = decode_list(r.0.get("evs"))
+        .into_iter()
+        .filter(|e| !e.is_unpopulated())
+        .collect();
+    if compact.is_empty() {
+        return Err(invalid("the EV profile has no EVs"));
+    }
+    if let Some(e) = compact.iter().find(|e| e.port == 0 || e.port > planes) {
+        return Err(invalid(&format!(
+            "an EV of the profile leaves by port {}: the device has ports 1..={planes}",
+            e.port
+        )));
+    }
+    let engine = compact
+        .iter()
+        .map(|e| engine_value(e, &fields, &fmt, EntropyOrder::default()))
+        .collect();
+    Ok(Listed { engine, compact })
+}
+
+/// The engine profile of an EXP/GEN record: every EV active (the controller chose them), at
+/// least `ev_min_active` kept active however many look bad.
+pub(crate) fn engine_profile(r: &Record, l: &Listed, planes: u8) -> EvProfile {
+    let planes = usize::from(planes.max(1));
+    let mut per_plane = vec![0u16; planes];
+    for e in &l.engine {
+        if let Some(n) = per_plane.get_mut(usize::from(e.plane)) {
+            *n += 1;
+        }
+    }
+    let most = per_plane.iter().copied().max().unwrap_or(1).max(1);
+    let fewest = per_plane
+        .iter()
+        .copied()
+        .filter(|&n| n > 0)
+        .min()
+        .unwrap_or(1);
+    let d = EvProfile::default();
+    let floor = match r.get::<u32>("min_active").filter(|&m| m > 0) {
+        Some(m) => m.div_ceil(planes as u32).min(u32::from(fewest)) as u16,
+        None => d.floor_per_plane.min(fewest),
+    };
+    EvProfile {
+        evs_per_plane: most,
+        active_per_plane: most,
+        floor_per_plane: floor,
+        explicit: Some(Arc::from(l.engine.as_slice())),
         ..d
     }
 }
