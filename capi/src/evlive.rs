@@ -19,7 +19,7 @@ use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use mrc_nic::NicHandle;
 use mrc_transport::Event;
@@ -57,6 +57,9 @@ struct NicLive {
     qps: HashMap<u32, QpLive>,
     /// The profile directory's modification time when the denials were last applied.
     seen: Option<SystemTime>,
+    /// When the directory was last looked at, and its profiles last read whatever its time.
+    looked: Option<Instant>,
+    read: Option<Instant>,
     /// Per profile: (denied EVs, event mask), as last read.
     config: HashMap<u64, (HashSet<mrc_ctl_ev>, c_int)>,
     /// Per profile: the EVs some QP holds ASSUMED_BAD, as last published.
@@ -186,6 +189,15 @@ fn apply_denials(nic: &Arc<NicShared>, handle: &NicHandle, only: Option<u32>) {
     }
 }
 
+/// How often the watcher looks at the profile directory's modification time.
+const LOOK_EVERY: Duration = Duration::from_millis(1);
+/// A directory changed this recently may change again within its clock's granularity (file
+/// times advance by the kernel's coarse clock, a few milliseconds): its profiles are read at
+/// every look until it has been still this long.
+const SETTLED: Duration = Duration::from_millis(50);
+/// The profiles in use are read at least this often, whatever the directory's time says.
+const READ_EVERY: Duration = Duration::from_secs(1);
+
 /// The device watcher's turn: `events` are the EV state changes the NIC reported since the
 /// last call. Applies new denials when the profile directory changed, and publishes states
 /// and sends events when an EV of a profile changed.
@@ -199,11 +211,25 @@ pub(crate) fn tick(nic: &Arc<NicShared>, handle: &NicHandle, events: &[Event]) {
     if in_use.is_empty() {
         return;
     }
-    let stamp = std::fs::metadata(dir()).and_then(|m| m.modified()).ok();
-    if with(nic, |live| live.seen != stamp) {
-        reload(nic, &in_use);
-        with(nic, |live| live.seen = stamp);
-        apply_denials(nic, handle, None);
+    let now = Instant::now();
+    let due = |t: Option<Instant>, every: Duration| t.is_none_or(|t| now - t >= every);
+    if with(nic, |live| due(live.looked, LOOK_EVERY)) {
+        let stamp = std::fs::metadata(dir()).and_then(|m| m.modified()).ok();
+        let recent = stamp
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .is_none_or(|age| age < SETTLED);
+        let read = with(nic, |live| {
+            live.looked = Some(now);
+            live.seen != stamp || recent || due(live.read, READ_EVERY)
+        });
+        if read {
+            reload(nic, &in_use);
+            with(nic, |live| {
+                live.seen = stamp;
+                live.read = Some(now);
+            });
+            apply_denials(nic, handle, None);
+        }
     }
     let mut changed = false;
     with(nic, |live| {

@@ -173,6 +173,33 @@ fn listed_and_generated_evs_are_what_qps_spray_over() {
             assert!(Instant::now() < deadline, "the allow did not reach the QP");
             std::thread::sleep(Duration::from_millis(1));
         }
+        // Changes closer together than the file clock's granularity: deny 5, allow 5, deny 6
+        // at once. The QP ends with 5 allowed and 6 denied.
+        for (i, state) in [(5, 4), (5, 1), (6, 4)] {
+            let mut e = [mrc_ctl_ev_op_entry {
+                ev: listed[i],
+                state,
+                ..Default::default()
+            }];
+            assert_eq!(ev_op(a.ctx, 11, MRC_CTL_EV_OP_MODIFY_EV_STATE, &mut e), 0);
+        }
+        let states = || {
+            let evs = engine_evs(a.vctx, qpn);
+            let of = |v: u32| evs.iter().find(|e| e.0 == v).map(|e| e.2);
+            (of(0x5eed_0000 + 5 * 0x101), of(0x5eed_0000 + 6 * 0x101))
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while states() != (Some(EvState::Good), Some(EvState::Denied)) {
+            assert!(
+                Instant::now() < deadline,
+                "quick changes: the QP holds {:?}",
+                states()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Stays so (the EV of 5 was not left denied by a change the watcher missed).
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(states(), (Some(EvState::Good), Some(EvState::Denied)));
 
         // GEN profile 12: 16 EVs of 0xc1c1 and 11 bits drawn in 100..=1123.
         let mut f = [
