@@ -504,6 +504,42 @@ mod tests {
     }
 
     #[test]
+    fn a_full_queue_counts_what_it_dropped_in_the_next_event() {
+        let d = std::env::temp_dir().join(format!("mrc-evq-test-{}", std::process::id()));
+        // SAFETY: the only test of this binary that reads the profile directory.
+        unsafe { std::env::set_var("MRC_CTL_DIR", &d) };
+        let q = EvQueue::new(2).unwrap();
+        let send = |evs: &[mrc_ctl_ev_event]| {
+            // SAFETY: plain-old-data structs viewed as bytes.
+            let bytes =
+                unsafe { core::slice::from_raw_parts(evs.as_ptr().cast::<u8>(), size_of_val(evs)) };
+            UnixDatagram::unbound()
+                .unwrap()
+                .send_to(bytes, &q.path)
+                .unwrap();
+        };
+        let evs: Vec<_> = (0..5u64)
+            .map(|i| event(i, mrc_ctl_ev::UNPOPULATED, 1))
+            .collect();
+        send(&evs);
+        let mut out = [mrc_ctl_ev_event::default(); 8];
+        assert_eq!(q.poll(&mut out), 2);
+        assert_eq!((out[0].profile_id, out[1].profile_id), (0, 1));
+        assert_eq!(out[0].drop_count + out[1].drop_count, 0);
+        // The 3 that did not fit, and 4 a sender could not deliver, counted on the next one.
+        let mut next = event(9, mrc_ctl_ev::UNPOPULATED, 2);
+        next.drop_count = 4;
+        send(&[next]);
+        assert_eq!(q.poll(&mut out), 1);
+        assert_eq!((out[0].profile_id, out[0].drop_count), (9, 7));
+        assert_eq!(q.poll(&mut out), 0);
+        let path = q.path.clone();
+        drop(q);
+        assert!(!path.exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn pids_are_read_from_file_names() {
         assert_eq!(pid_of("evq-1234.0"), Some(1234));
         assert_eq!(pid_of("evstate-7.99.1"), Some(99));
