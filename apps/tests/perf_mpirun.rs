@@ -218,7 +218,7 @@ fn mpirun_sync_bursts_report_every_flows_start() {
     if let Some(why) = missing() {
         return skip(test, why);
     }
-    // A ring of 4 hosts, bursts of 2 messages every 2 ms from the common start: 5 bursts,
+    // A ring of 4 hosts, bursts of 2 messages every 20 ms from the common start: 5 bursts,
     // each started by the 4 flows, their spread measured on rank 0's clock. Every rank
     // serves its own metrics and writes its own textfile.
     let dir = mrc_tests::prometheus::TempDir::new("perf-textfile");
@@ -234,7 +234,7 @@ fn mpirun_sync_bursts_report_every_flows_start() {
         "--burst_size",
         "2",
         "--burst-gap",
-        "2ms",
+        "20ms",
         "-s",
         "8192",
         "-n",
@@ -246,8 +246,9 @@ fn mpirun_sync_bursts_report_every_flows_start() {
     assert_eq!(bursts.len(), 5, "{out}");
     for b in bursts {
         assert_eq!(b["qps"], 4, "{b}\n{out}");
-        // Every flow's start on one clock: far within the 2 ms period on one machine.
-        assert!(b["spread_ns"].as_u64().unwrap() < 2_000_000, "{b}\n{out}");
+        // Every flow's start on one clock: within the period. 20 ms, not 2: four busy-polling
+        // DPDK ranks on a 2-core runner are descheduled for whole quanta (3.1 ms seen in CI).
+        assert!(b["spread_ns"].as_u64().unwrap() < 20_000_000, "{b}\n{out}");
     }
     assert!(out.contains("Burst starts across flows (5 bursts"), "{out}");
     assert_eq!(
