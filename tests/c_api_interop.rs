@@ -24,7 +24,7 @@ mod bench;
 use std::time::Duration;
 
 use bench::{Bench, Scratch};
-use harness::{Fabric, Tools, delta, eal, runs, skip, unique};
+use harness::{Fabric, Tools, delta, eal, skip, unique};
 use mrc_srv6::plan::{HostId, Plan};
 use mrc_tests::DpdkRuntimeDirs;
 
@@ -33,34 +33,14 @@ const PLAN: &str = "small";
 const SERVER_MGMT: &str = "192.0.2.2";
 const LIMIT: Duration = Duration::from_mins(1);
 
-/// `Some` if every prerequisite is there (else skipped, or failed under MRC_REQUIRE_ALL=1).
+/// `Some` if every prerequisite is there (else skipped, or failed under MRC_REQUIRE_ALL=1):
+/// the fabric's and a C compiler with libibverbs-dev's header.
 fn prerequisites(test: &str) -> Option<Tools> {
-    let checks: [(&str, &str, &[&str]); 3] = [
-        ("needs root", "sh", &["-c", "test \"$(id -u)\" -eq 0"]),
-        (
-            "needs iproute2 with netns (install iproute2)",
-            "ip",
-            &["netns", "list"],
-        ),
-        ("needs bash", "bash", &["-c", "true"]),
-    ];
-    for (why, cmd, args) in checks {
-        if !runs(cmd, args) {
-            skip(test, why);
-            return None;
-        }
-    }
     if let Some(why) = bench::cannot_build() {
         skip(test, why);
         return None;
     }
-    match Tools::find() {
-        Ok(t) => Some(t),
-        Err(e) => {
-            skip(test, &e);
-            None
-        }
-    }
+    harness::prerequisites(test, &[])
 }
 
 #[test]

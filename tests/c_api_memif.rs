@@ -31,8 +31,16 @@ const LIMIT: Duration = Duration::from_mins(2);
 const SERVER_ADDR: &str = "fd00:6d72:63:b::1";
 const CLIENT_ADDR: &str = "fd00:6d72:63:b::2";
 
-/// The benchmark built for this test, in its scratch directory; `None` when skipped.
+/// The benchmark built for this test, in its scratch directory; `None` when skipped (one CPU,
+/// or nothing to build it with).
 fn built(test: &str) -> Option<(Scratch, std::path::PathBuf)> {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        skip(
+            test,
+            "one CPU: two DPDK processes with NIC threads need two",
+        );
+        return None;
+    }
     if let Some(why) = bench::cannot_build() {
         skip(test, why);
         return None;
@@ -43,30 +51,6 @@ fn built(test: &str) -> Option<(Scratch, std::path::PathBuf)> {
     Some((scratch, exe))
 }
 
-/// The EAL arguments of one end: two memif ports (planes 0 and 1) on `socket`.
-fn eal(prefix: &str, role: &str, socket: &str) -> String {
-    let cores = if two_cpus() {
-        "--lcores=0@(0-1)"
-    } else {
-        "--lcores=0@0"
-    };
-    let vdev = |p: u8| {
-        format!(
-            "--vdev=net_memif{p},role={role},id={p},socket={socket},socket-abstract=yes,bsize=9216"
-        )
-    };
-    format!(
-        "--no-huge --no-pci --no-shconf --no-telemetry -m 512 {cores} --log-level=lib.eal:error \
-         --file-prefix {prefix} {} {}",
-        vdev(0),
-        vdev(1)
-    )
-}
-
-fn two_cpus() -> bool {
-    std::thread::available_parallelism().map_or(1, usize::from) >= 2
-}
-
 /// A server and a client with `args` over two memif planes, their output in `dir`; their
 /// outputs, or `None` when this build has no DPDK (skipped).
 fn memif_pair(test: &str, dir: &Path, exe: &Path, args: &[&str]) -> Option<(Output, Output)> {
@@ -74,7 +58,7 @@ fn memif_pair(test: &str, dir: &Path, exe: &Path, args: &[&str]) -> Option<(Outp
     let (sp, cp) = (unique("mrc-bench-s"), unique("mrc-bench-c"));
     let _dirs = (DpdkRuntimeDirs(sp.clone()), DpdkRuntimeDirs(cp.clone()));
     let port = free_port().to_string();
-    let server_eal = eal(&sp, "server", &socket);
+    let server_eal = mrc_tests::memif_eal(&sp, "server", &socket);
     let mut server = Bench::spawn(
         bench::command(
             &[],
@@ -99,7 +83,7 @@ fn memif_pair(test: &str, dir: &Path, exe: &Path, args: &[&str]) -> Option<(Outp
         }
         panic!("{}", bench::shown("server", &s));
     }
-    let client_eal = eal(&cp, "client", &socket);
+    let client_eal = mrc_tests::memif_eal(&cp, "client", &socket);
     let mut client = Bench::spawn(
         bench::command(
             &[],
@@ -121,12 +105,6 @@ fn memif_pair(test: &str, dir: &Path, exe: &Path, args: &[&str]) -> Option<(Outp
 fn mrc_bench_over_two_memif_planes_checks_every_byte() {
     let _one = one_at_a_time(&ONE);
     let test = "mrc_bench_over_two_memif_planes_checks_every_byte";
-    if !two_cpus() {
-        return skip(
-            test,
-            "one CPU: two DPDK processes with NIC threads need two",
-        );
-    }
     let Some((scratch, exe)) = built(test) else {
         return;
     };
@@ -147,12 +125,6 @@ fn mrc_bench_over_two_memif_planes_checks_every_byte() {
 fn mrc_bench_keeps_a_window_of_writes_in_flight() {
     let _one = one_at_a_time(&ONE);
     let test = "mrc_bench_keeps_a_window_of_writes_in_flight";
-    if !two_cpus() {
-        return skip(
-            test,
-            "one CPU: two DPDK processes with NIC threads need two",
-        );
-    }
     let Some((scratch, exe)) = built(test) else {
         return;
     };

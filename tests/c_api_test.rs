@@ -12,32 +12,15 @@
 #[allow(dead_code)] // the benchmark's helpers this test does not use
 mod bench;
 
-use std::fs::File;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bench::Scratch;
+use bench::{Bench, Scratch};
 use mrc_tests::skip;
 
 const TEST: &str = "c_api_test";
 
 /// The programs stop themselves after 240 s (a watchdog alarm); this is the backstop.
 const DEADLINE: Duration = Duration::from_mins(5);
-
-/// The software device's configuration keys: unset, so the program gets the default
-/// in-memory device (two hosts on two planes) whatever the caller's environment says.
-const DEVICE_KEYS: [&str; 10] = [
-    "MRC_CONFIG",
-    "MRC_DEVICE",
-    "MRC_MEM_HOSTS",
-    "MRC_MEM_PLANES",
-    "MRC_EAL",
-    "MRC_ADDR",
-    "MRC_PLAN",
-    "MRC_HOST",
-    "MRC_CTL_DIR",
-    "MRC_API_TEST_CONTINUE",
-];
 
 #[test]
 fn every_mrc_h_function_behaves_as_documented() {
@@ -76,38 +59,13 @@ fn run_program(name: &str, tag: &str, env: &[(&str, &str)]) {
         name,
         &[bench::workspace().join(format!("tests/c/{name}.c"))],
     );
-    // Output into files (no pipe to fill and block on), the child killed past the deadline.
-    let (out_path, err_path) = (scratch.0.join("stdout"), scratch.0.join("stderr"));
-    let mut cmd = Command::new(&exe);
-    for key in DEVICE_KEYS {
-        cmd.env_remove(key);
-    }
-    // Its libraries through its rpath, as a user's program finds them.
-    cmd.env_remove("LD_LIBRARY_PATH");
-    cmd.envs(env.iter().copied());
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(File::create(&out_path).expect("stdout file"))
-        .stderr(File::create(&err_path).expect("stderr file"))
-        .spawn()
-        .unwrap_or_else(|e| panic!("run {name}: {e}"));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for the program") {
-            break Some(status);
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let Some(status) = status else {
-        panic!("{name} still running after {DEADLINE:?}, killed:\n{stdout}{stderr}");
-    };
+    // The default in-memory device whatever the caller's environment says, its libraries
+    // through its rpath; output into files, the child killed past the deadline.
+    let mut cmd = bench::command(&[], &exe, env);
+    cmd.env_remove("MRC_API_TEST_CONTINUE");
+    let out = Bench::spawn(&mut cmd, &scratch.0, name).finish(DEADLINE);
+    let (stdout, stderr) = mrc_tests::text(&out);
+    let status = out.status;
     assert!(
         status.success(),
         "{name} failed ({status}):\n{stdout}{stderr}"

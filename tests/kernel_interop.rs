@@ -32,8 +32,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use harness::{
-    Capture, Counters, Fabric, IfCounters, Perf, Tools, delta, eal, runs, skip, tshark_fields,
-    unique,
+    Capture, Counters, Fabric, IfCounters, Perf, Tools, delta, eal, tshark_fields, unique,
 };
 use mrc_srv6::plan::{HostId, NodeId, Path, Plan, SwitchId};
 use mrc_srv6::wire::UsidContainer;
@@ -58,37 +57,21 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `Some` if every prerequisite is there (else skipped, or failed under MRC_REQUIRE_ALL=1).
+/// `Some` if every prerequisite is there (else skipped, or failed under MRC_REQUIRE_ALL=1):
+/// the fabric's, and the capture and trimming tools.
 fn prerequisites(test: &str) -> Option<Tools> {
-    let checks: [(&str, &str, &[&str]); 6] = [
-        ("needs root", "sh", &["-c", "test \"$(id -u)\" -eq 0"]),
-        (
-            "needs iproute2 with netns (install iproute2)",
-            "ip",
-            &["netns", "list"],
-        ),
-        ("needs bash", "bash", &["-c", "true"]),
-        ("needs dumpcap (install tshark)", "dumpcap", &["--version"]),
-        ("needs tshark (install tshark)", "tshark", &["--version"]),
-        (
-            "needs clang for the BPF trimmer (install clang)",
-            "clang",
-            &["--version"],
-        ),
-    ];
-    for (why, cmd, args) in checks {
-        if !runs(cmd, args) {
-            skip(test, why);
-            return None;
-        }
-    }
-    match Tools::find() {
-        Ok(t) => Some(t),
-        Err(e) => {
-            skip(test, &e);
-            None
-        }
-    }
+    harness::prerequisites(
+        test,
+        &[
+            ("needs dumpcap (install tshark)", "dumpcap", &["--version"]),
+            ("needs tshark (install tshark)", "tshark", &["--version"]),
+            (
+                "needs clang for the BPF trimmer (install clang)",
+                "clang",
+                &["--version"],
+            ),
+        ],
+    )
 }
 
 /// The two ends of every run: the client is host 0, the server the first host of rack 1

@@ -25,25 +25,6 @@ fn skip(why: &str) {
     mrc_tests::skip("perf_dpdk", why);
 }
 
-fn eal(prefix: &str, role: &str, socket: &str) -> String {
-    let cores = if std::thread::available_parallelism().map_or(1, usize::from) >= 2 {
-        "--lcores=0@(0-1)"
-    } else {
-        "--lcores=0@0"
-    };
-    let vdev = |p: u8| {
-        format!(
-            "--vdev=net_memif{p},role={role},id={p},socket={socket},socket-abstract=yes,bsize=9216"
-        )
-    };
-    format!(
-        "--no-huge --no-pci --no-shconf --no-telemetry -m 512 {cores} --log-level=lib.eal:error \
-         --file-prefix {prefix} {} {}",
-        vdev(0),
-        vdev(1)
-    )
-}
-
 /// `mrc-perf ARGS`, killed if the test ends first; its DPDK runtime directory removed.
 fn perf(args: &[&str], prefix: &str) -> (Proc, DpdkRuntimeDirs) {
     (
@@ -86,11 +67,11 @@ fn server_and_client_over_memif_move_and_check_every_byte() {
         "--check",
         "--no-live",
     ];
-    let server_eal = eal(&sp, "server", &socket);
+    let server_eal = mrc_tests::memif_eal(&sp, "server", &socket);
     let mut args: Vec<&str> = common.to_vec();
     args.extend(["--backend", "dpdk", "-p", &port, "--eal", &server_eal]);
     let (mut server, _sd) = perf(&args, &sp);
-    let client_eal = eal(&cp, "client", &socket);
+    let client_eal = mrc_tests::memif_eal(&cp, "client", &socket);
     let json = std::env::temp_dir().join(format!("{}.json", unique("mrc-perf-dpdk")));
     let json_s = json.to_str().unwrap().to_owned();
     let mut args: Vec<&str> = common.to_vec();

@@ -376,20 +376,6 @@ fn refusals_are_one_line_naming_what_to_change() {
     }
 }
 
-fn dpdk_eal(prefix: &str, role: &str, socket: &str) -> String {
-    let vdev = |p: u8| {
-        format!(
-            "--vdev=net_memif{p},role={role},id={p},socket={socket},socket-abstract=yes,bsize=9216"
-        )
-    };
-    format!(
-        "--no-huge --no-pci --no-shconf --no-telemetry -m 512 --lcores=0@(0-1) \
-         --log-level=lib.eal:error --file-prefix {prefix} {} {}",
-        vdev(0),
-        vdev(1)
-    )
-}
-
 #[test]
 fn dpdk_sides_print_each_others_addresses() {
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
@@ -415,10 +401,10 @@ fn dpdk_sides_print_each_others_addresses() {
         args.extend(["--backend", "dpdk", "-p", &port, "--eal", eal]);
         Proc::spawn(Command::new(BIN).args(&args), "mrc-perf")
     };
-    let mut server = run(&[], &dpdk_eal(&sp, "server", &socket));
+    let mut server = run(&[], &mrc_tests::memif_eal(&sp, "server", &socket));
     let mut client = run(
         &["127.0.0.1", "--cpu_util"],
-        &dpdk_eal(&cp, "client", &socket),
+        &mrc_tests::memif_eal(&cp, "client", &socket),
     );
     let c = client.finish(Duration::from_mins(2));
     let s = server.finish(Duration::from_mins(1));

@@ -79,14 +79,19 @@ static LIVE: Mutex<Option<HashMap<usize, NicLive>>> = Mutex::new(None);
 fn with<R>(nic: &Arc<NicShared>, f: impl FnOnce(&mut NicLive) -> R) -> R {
     let mut all = lock(&LIVE);
     let all = all.get_or_insert_with(HashMap::new);
-    all.retain(|_, l| l.nic.strong_count() > 0);
-    let l = all
-        .entry(Arc::as_ptr(nic) as usize)
-        .or_insert_with(|| NicLive {
-            nic: Arc::downgrade(nic),
-            ..NicLive::default()
-        });
-    f(l)
+    let key = Arc::as_ptr(nic) as usize;
+    // A NIC seen first (or at the address of one that is gone): the dead ones go.
+    if all.get(&key).is_none_or(|l| l.nic.strong_count() == 0) {
+        all.retain(|_, l| l.nic.strong_count() > 0);
+        all.insert(
+            key,
+            NicLive {
+                nic: Arc::downgrade(nic),
+                ..NicLive::default()
+            },
+        );
+    }
+    f(all.get_mut(&key).expect("inserted above"))
 }
 
 /// A QP of `nic` may take the EXP/GEN profile `id` whose EVs are `l`.
@@ -202,18 +207,19 @@ const READ_EVERY: Duration = Duration::from_secs(1);
 /// last call. Applies new denials when the profile directory changed, and publishes states
 /// and sends events when an EV of a profile changed.
 pub(crate) fn tick(nic: &Arc<NicShared>, handle: &NicHandle, events: &[Event]) {
-    let in_use: Vec<u64> = with(nic, |live| {
-        let mut ids: Vec<u64> = live.qps.values().map(|q| q.profile).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
-    });
-    if in_use.is_empty() {
-        return;
-    }
     let now = Instant::now();
     let due = |t: Option<Instant>, every: Duration| t.is_none_or(|t| now - t >= every);
-    if with(nic, |live| due(live.looked, LOOK_EVERY)) {
+    // The watcher turns every 50 us while a CQ is armed: most turns stop here.
+    let look = with(nic, |live| {
+        !live.qps.is_empty() && due(live.looked, LOOK_EVERY)
+    });
+    if look {
+        let in_use: Vec<u64> = with(nic, |live| {
+            let mut ids: Vec<u64> = live.qps.values().map(|q| q.profile).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        });
         let stamp = std::fs::metadata(dir()).and_then(|m| m.modified()).ok();
         let recent = stamp
             .and_then(|t| SystemTime::now().duration_since(t).ok())
@@ -230,6 +236,9 @@ pub(crate) fn tick(nic: &Arc<NicShared>, handle: &NicHandle, events: &[Event]) {
             });
             apply_denials(nic, handle, None);
         }
+    }
+    if events.is_empty() {
+        return;
     }
     let mut changed = false;
     with(nic, |live| {

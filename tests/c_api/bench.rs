@@ -20,9 +20,10 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// The software device's configuration keys (docs/c-api.md): removed from the benchmark's
-/// environment, so that only what a test sets counts.
-const DEVICE_KEYS: [&str; 10] = [
+/// The software device's configuration keys (docs/c-api.md) and the controller's profile
+/// directory: removed from a C program's environment, so that only what a test sets counts.
+const DEVICE_KEYS: [&str; 11] = [
+    "MRC_CTL_DIR",
     "MRC_CONFIG",
     "MRC_DEVICE",
     "MRC_MEM_HOSTS",
@@ -212,7 +213,7 @@ impl Bench {
             .stdout(file(&out))
             .stderr(file(&err))
             .spawn()
-            .unwrap_or_else(|e| panic!("mrc_bench {what}: {e}"));
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
         Self {
             child: Some(child),
             out,

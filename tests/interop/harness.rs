@@ -99,6 +99,36 @@ pub struct IfCounters {
 /// Every switch interface's counters, by (node, interface).
 pub type Counters = HashMap<(String, String), IfCounters>;
 
+/// A check of what a fabric test needs: why it is missing, and a command that must run.
+pub type Check<'a> = (&'a str, &'a str, &'a [&'a str]);
+
+/// `Some` if root, iproute2 with netns, bash, then every one of `extra`, and the tools are
+/// there (else skipped, or failed under MRC_REQUIRE_ALL=1).
+pub fn prerequisites(test: &str, extra: &[Check<'_>]) -> Option<Tools> {
+    let base: [Check<'_>; 3] = [
+        ("needs root", "sh", &["-c", "test \"$(id -u)\" -eq 0"]),
+        (
+            "needs iproute2 with netns (install iproute2)",
+            "ip",
+            &["netns", "list"],
+        ),
+        ("needs bash", "bash", &["-c", "true"]),
+    ];
+    for &(why, cmd, args) in base.iter().chain(extra) {
+        if !runs(cmd, args) {
+            skip(test, why);
+            return None;
+        }
+    }
+    match Tools::find() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            skip(test, &e);
+            None
+        }
+    }
+}
+
 /// The plan's fabric in namespaces `<prefix>-<node>`; torn down when dropped.
 #[derive(Debug)]
 pub struct Fabric {

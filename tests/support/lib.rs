@@ -19,6 +19,30 @@ pub fn unique(tag: &str) -> String {
     format!("{tag}{}x{}", std::process::id(), nanos % 1_000_000)
 }
 
+/// The EAL arguments of one end of a two-plane memif link on the abstract socket `socket`:
+/// ports `net_memif0` and `net_memif1` (planes 0 and 1) in `role` (`server` or `client`),
+/// no hugepages, file prefix `prefix`, the EAL thread on both CPUs when there are two.
+/// `bsize=9216`: every frame fits one memif buffer (DPDK 22.11's memif corrupts frames that
+/// span buffers; dpdk-bindings/tests/dpdk_memif.rs).
+pub fn memif_eal(prefix: &str, role: &str, socket: &str) -> String {
+    let cores = if std::thread::available_parallelism().map_or(1, usize::from) >= 2 {
+        "--lcores=0@(0-1)"
+    } else {
+        "--lcores=0@0"
+    };
+    let vdev = |p: u8| {
+        format!(
+            "--vdev=net_memif{p},role={role},id={p},socket={socket},socket-abstract=yes,bsize=9216"
+        )
+    };
+    format!(
+        "--no-huge --no-pci --no-shconf --no-telemetry -m 512 {cores} --log-level=lib.eal:error \
+         --file-prefix {prefix} {} {}",
+        vdev(0),
+        vdev(1)
+    )
+}
+
 /// A TCP port free right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
