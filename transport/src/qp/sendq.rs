@@ -38,7 +38,11 @@ impl WrSlot {
 /// The send queue.
 #[derive(Debug)]
 pub struct SendQueue {
+    /// The ring, a power of two long (an index is a mask, not a 64-bit division: issue #13);
+    /// at most `depth` of its slots hold work requests.
     slots: Vec<WrSlot>,
+    /// Work requests it holds at most (the QP's `max_send_wr`).
+    depth: u64,
     sges: Vec<Sge>,
     max_sge: usize,
     /// Oldest work request not completed (absolute count of posts).
@@ -56,10 +60,12 @@ pub struct SendQueue {
 impl SendQueue {
     pub fn new(depth: u32, max_sge: u32) -> Self {
         let depth = depth.max(1) as usize;
+        let ring = depth.next_power_of_two();
         let max_sge = max_sge.max(1) as usize;
         Self {
-            slots: vec![WrSlot::default(); depth],
-            sges: vec![Sge::default(); depth * max_sge],
+            slots: vec![WrSlot::default(); ring],
+            depth: depth as u64,
+            sges: vec![Sge::default(); ring * max_sge],
             max_sge,
             head: 0,
             next: 0,
@@ -70,8 +76,9 @@ impl SendQueue {
         }
     }
 
+    #[inline]
     fn index(&self, abs: u64) -> usize {
-        (abs % self.slots.len() as u64) as usize
+        (abs & (self.slots.len() as u64 - 1)) as usize
     }
 
     /// Queue a work request of `len` bytes split into `mtu`-byte packets.
@@ -82,7 +89,7 @@ impl SendQueue {
         mtu: u32,
         signaled: bool,
     ) -> Result<(), VerbsError> {
-        if self.tail - self.head >= self.slots.len() as u64 {
+        if self.tail - self.head >= self.depth {
             return Err(VerbsError::SendQueueFull);
         }
         if wr.sg_list.len() > self.max_sge {
@@ -219,7 +226,7 @@ impl SendQueue {
         self.head = tail;
         self.next = tail;
         self.next_pkt = 0;
-        (head..tail).map(move |abs| self.slots[(abs % self.slots.len() as u64) as usize])
+        (head..tail).map(move |abs| self.slots[self.index(abs)])
     }
 
     /// Heap bytes held.

@@ -52,41 +52,81 @@ fn fixed<const N: usize>(b: &[u8], at: usize) -> Option<&[u8]> {
 
 /// The IPv6 fixed header at `at`, if it is one (version 6): `Ipv6Repr::parse`'s fields read
 /// straight from the 40 bytes (through mrc-srv6's checked view it costs ~120 instructions
-/// more per packet, two headers per SRv6 frame: `perf/stages.py`).
+/// more per packet, two headers per SRv6 frame: `perf/stages.py`). Only the full [`Frame`]
+/// builds it; the walk reads the few fields it checks ([`Ipv6Head`]).
 #[inline(always)]
 fn ipv6(b: &[u8], at: usize) -> Option<Ipv6Repr> {
-    let h: &[u8; IPV6_HEADER_LEN] = fixed::<IPV6_HEADER_LEN>(b, at)?.try_into().ok()?;
-    let word0 = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
-    if word0 >> 28 != 6 {
-        return None;
-    }
-    let tc = (word0 >> 20) as u8;
-    let addr =
-        |at: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&h[at..at + 16]).unwrap_or_default());
+    let head = Ipv6Head::at(b, at)?;
+    let h = fixed::<IPV6_HEADER_LEN>(b, at)?;
+    let tc = (head.word0 >> 20) as u8;
     Some(Ipv6Repr {
         dscp: Dscp::new(tc >> 2),
         ecn: Ecn::from_bits(tc),
-        flow_label: word0 & 0x000f_ffff,
-        payload_len: u16::from_be_bytes([h[4], h[5]]),
-        next_header: h[6],
+        flow_label: head.word0 & 0x000f_ffff,
+        payload_len: head.payload_len,
+        next_header: head.next_header,
         hop_limit: h[7],
-        src_addr: addr(8),
-        dst_addr: addr(24),
+        src_addr: addr_at(h, 8),
+        dst_addr: addr_at(h, 24),
     })
+}
+
+/// The IPv6 address at `at` of `b` (which holds its 16 bytes).
+#[inline(always)]
+fn addr_at(b: &[u8], at: usize) -> Ipv6Addr {
+    Ipv6Addr::from(<[u8; 16]>::try_from(&b[at..at + 16]).unwrap_or_default())
+}
+
+/// What the walk checks of an IPv6 fixed header: its first word (version, traffic class, flow
+/// label), payload length and next header, read in place (issue #13: the walk builds no
+/// `Ipv6Repr`, whose 40-odd bytes the compiler moved around the stack twice per header).
+#[derive(Clone, Copy)]
+struct Ipv6Head {
+    word0: u32,
+    payload_len: u16,
+    next_header: u8,
+}
+
+impl Ipv6Head {
+    /// The header at `at`, if its 40 bytes are there and it is version 6.
+    #[inline(always)]
+    fn at(b: &[u8], at: usize) -> Option<Self> {
+        let h = fixed::<IPV6_HEADER_LEN>(b, at)?;
+        let word0 = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+        (word0 >> 28 == 6).then(|| Self {
+            word0,
+            payload_len: u16::from_be_bytes([h[4], h[5]]),
+            next_header: h[6],
+        })
+    }
+
+    #[inline(always)]
+    const fn traffic_class(self) -> u8 {
+        (self.word0 >> 20) as u8
+    }
+
+    #[inline(always)]
+    const fn flow_label(self) -> u32 {
+        self.word0 & 0x000f_ffff
+    }
 }
 
 /// One of the engine's own untrimmed layouts, its headers checked up to the body exactly as
 /// the general parser checks them: what the fast [`Frame`] and the [`LeanFrame`] are both
-/// read from.
+/// read from. Offsets and the few values the checks read, no header reprs (the full
+/// [`Frame`] reads its reprs again from the checked bytes).
 struct Walk<'a> {
     /// The frame up to the end of the outer IPv6 payload (an FCS after it cut off).
     frame: &'a [u8],
-    outer: Ipv6Repr,
-    srh: Option<SrhView<'a>>,
-    inner: Option<Ipv6Repr>,
+    /// The outer traffic class (DSCP and the ECN switches mark).
+    outer_tc: u8,
+    /// Whether an SRH (at `ETH + 40`, one segment) and an inner IPv6 header follow.
+    srh: bool,
+    inner: bool,
     /// The IPv6 header naming both NICs (the inner one in SRv6 mode): the ICRC starts there.
     nics_at: usize,
-    udp: UdpRepr,
+    /// The UDP header.
+    udp_at: usize,
     entropy: u32,
     bth: BthRepr,
     /// The first byte after the BTH.
@@ -102,8 +142,9 @@ fn walk<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Walk<'a>> {
     if e.ethertype() != EthernetProtocol::Ipv6 {
         return None;
     }
-    let outer = ipv6(frame, ETH)?;
-    if cfg.dscp.trimmed(outer.dscp).is_some() {
+    let outer = Ipv6Head::at(frame, ETH)?;
+    let outer_tc = outer.traffic_class();
+    if cfg.dscp.trimmed(Dscp::new(outer_tc >> 2)).is_some() {
         return None;
     }
     // Strict: the outer payload fits and the frame ends there (bytes after it, an FCS, are
@@ -112,20 +153,21 @@ fn walk<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Walk<'a>> {
     let frame = frame.get(..end)?;
     let mut at = ETH + IPV6_HEADER_LEN;
     let mut nh = outer.next_header;
-    let mut srh = None;
+    let mut srh = false;
     if nh == next_header::ROUTING {
-        let (view, len, next) = parse_srh(&frame[at..]).ok()?;
+        let (_, len, next) = parse_srh(&frame[at..]).ok()?;
         if len != SRH_ONE_SEGMENT_LEN {
             return None;
         }
-        srh = Some(view);
+        srh = true;
         at += len;
         nh = next;
     }
-    let mut inner = None;
+    let mut inner = false;
     let mut nics_at = ETH;
+    let mut flow_label = outer.flow_label();
     if nh == next_header::IPV6 {
-        let r = ipv6(frame, at)?;
+        let r = Ipv6Head::at(frame, at)?;
         nics_at = at;
         at += IPV6_HEADER_LEN;
         // Strict: the inner payload is exactly what the outer one leaves.
@@ -133,18 +175,27 @@ fn walk<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Walk<'a>> {
             return None;
         }
         nh = r.next_header;
-        inner = Some(r);
-    } else if srh.is_some() {
+        inner = true;
+        if matches!(
+            cfg.flow_label,
+            FlowLabelPlacement::Inner | FlowLabelPlacement::Both
+        ) {
+            flow_label = r.flow_label();
+        }
+    } else if srh {
         return None;
     }
     if nh != next_header::UDP {
         return None;
     }
-    let udp = UdpRepr::parse(&UdpPacket::new_unchecked(fixed::<UDP_HEADER_LEN>(
-        frame, at,
-    )?))
-    .ok()?;
-    if udp.dst_port != cfg.udp_dport || usize::from(udp.length) != end - at {
+    let udp_at = at;
+    let u = fixed::<UDP_HEADER_LEN>(frame, at)?;
+    let (sport, dport, udp_len) = (
+        u16::from_be_bytes([u[0], u[1]]),
+        u16::from_be_bytes([u[2], u[3]]),
+        u16::from_be_bytes([u[4], u[5]]),
+    );
+    if dport != cfg.udp_dport || usize::from(udp_len) != end - at {
         return None;
     }
     at += UDP_HEADER_LEN;
@@ -153,19 +204,15 @@ fn walk<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Walk<'a>> {
         return None;
     }
     at += BTH_LEN;
-    let flow_label = match (cfg.flow_label, inner) {
-        (FlowLabelPlacement::Inner | FlowLabelPlacement::Both, Some(i)) => i.flow_label,
-        _ => outer.flow_label,
-    };
-    let entropy = cfg.entropy_order.join(udp.src_port, flow_label);
+    let entropy = cfg.entropy_order.join(sport, flow_label);
     let icrc_at = end.checked_sub(ICRC_LEN).filter(|&i| i >= at)?;
     Some(Walk {
         frame,
-        outer,
+        outer_tc,
         srh,
         inner,
         nics_at,
-        udp,
+        udp_at,
         entropy,
         bth,
         body_at: at,
@@ -201,10 +248,17 @@ impl Walk<'_> {
         Some(Ok((at..payload_end, carried)))
     }
 
-    /// The IPv6 header naming both NICs.
+    /// The source and destination NICs (the addresses of the IPv6 header at `nics_at`).
     #[inline(always)]
-    fn nics(&self) -> &Ipv6Repr {
-        self.inner.as_ref().unwrap_or(&self.outer)
+    fn nics(&self) -> (Ipv6Addr, Ipv6Addr) {
+        let h = &self.frame[self.nics_at..self.nics_at + IPV6_HEADER_LEN];
+        (addr_at(h, 8), addr_at(h, 24))
+    }
+
+    /// The outer ECN.
+    #[inline(always)]
+    const fn ecn(&self) -> Ecn {
+        Ecn::from_bits(self.outer_tc)
     }
 }
 
@@ -220,16 +274,32 @@ pub(super) fn parse<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<Fram
         Err(e) => return Some(Err(e)),
     };
     let e = EthernetFrame::new_unchecked(&w.frame[..ETH]);
+    // The reprs, from the bytes the walk checked (this path builds the full `Frame`).
+    let outer = ipv6(w.frame, ETH)?;
+    let srh = if w.srh {
+        Some(parse_srh(&w.frame[ETH + IPV6_HEADER_LEN..]).ok()?.0)
+    } else {
+        None
+    };
+    let inner = if w.inner {
+        Some(ipv6(w.frame, w.nics_at)?)
+    } else {
+        None
+    };
+    let udp = UdpRepr::parse(&UdpPacket::new_unchecked(fixed::<UDP_HEADER_LEN>(
+        w.frame, w.udp_at,
+    )?))
+    .ok()?;
     Some(Ok(Frame {
         eth: EthernetRepr {
             src_addr: e.src_addr(),
             dst_addr: e.dst_addr(),
             ethertype: EthernetProtocol::Ipv6,
         },
-        outer: w.outer,
-        srh: w.srh,
-        inner: w.inner,
-        udp: w.udp,
+        outer,
+        srh,
+        inner,
+        udp,
         trimmed: None,
         entropy: w.entropy,
         bth: w.bth,
@@ -259,7 +329,7 @@ pub fn parse_lean<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<LeanFr
             };
             LeanBody::Data(DataFrame {
                 entropy: w.entropy,
-                ecn: w.outer.ecn,
+                ecn: w.ecn(),
                 write,
                 payload,
             })
@@ -281,10 +351,10 @@ pub fn parse_lean<'a>(frame: &'a [u8], cfg: &WireConfig) -> Option<Result<LeanFr
         }
         _ => return None,
     };
-    let nics = w.nics();
+    let (src_addr, dst_addr) = w.nics();
     Some(Ok(LeanFrame {
-        src_addr: nics.src_addr,
-        dst_addr: nics.dst_addr,
+        src_addr,
+        dst_addr,
         bth: w.bth,
         body,
     }))
