@@ -377,7 +377,10 @@ impl Endpoint {
         qp.flush_ev_changes(&mut ctx);
         let cc = qp.cc_slot();
         self.schedule(idx);
-        if let Some(i) = cc {
+        // Every packet passes here: nobody waiting is the one test it pays, inline.
+        if let Some(i) = cc
+            && self.ccs.get(i).is_some_and(|s| !s.waiting.is_empty())
+        {
             self.wake_waiting(i);
         }
         Some(r)
@@ -385,8 +388,8 @@ impl Endpoint {
 
     /// QPs waiting for room in controller `i`'s window go back to the transmit queue once it
     /// has some: an acknowledgement on one QP makes room for all that share the window.
+    #[inline(never)]
     fn wake_waiting(&mut self, i: usize) {
-        // Every packet passes here: nobody waiting is the one test it pays.
         let Some(slot) = self.ccs.get_mut(i).filter(|s| !s.waiting.is_empty()) else {
             return;
         };

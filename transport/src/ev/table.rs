@@ -4,7 +4,9 @@
 use core::ops::Range;
 use std::collections::VecDeque;
 
-use super::{ColdEv, Ev, EvId, EvKind, EvRole, EvRoute, EvState, HotEv, PathSource, ProbeState};
+use super::{
+    ColdEv, Ev, EvId, EvKind, EvRole, EvRoute, EvRouteRef, EvState, HotEv, PathSource, ProbeState,
+};
 use crate::config::{EvProfile, TimerConfig};
 use crate::reliability::RttEstimator;
 use crate::rng::Rng;
@@ -292,6 +294,18 @@ impl EvTable {
             plane: h.plane,
             entropy: h.entropy,
             path: self.cold[i].path,
+        }
+    }
+
+    /// [`route`](Self::route), borrowed.
+    #[inline]
+    pub fn route_ref(&self, id: EvId) -> EvRouteRef<'_> {
+        let i = usize::from(id);
+        let h = &self.hot[i];
+        EvRouteRef {
+            plane: h.plane,
+            entropy: h.entropy,
+            path: self.cold[i].path.as_ref(),
         }
     }
 

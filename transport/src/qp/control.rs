@@ -146,7 +146,7 @@ impl Qp {
                 Body::Ack(AethRepr::ack(u32::from(msn))),
             ),
         };
-        let ev = c.paths.table.route(ev);
+        let ev = c.paths.table.route_ref(ev);
         let sent = frames::emit_control_templated(
             &mut c.tmpl,
             ctx.cfg,

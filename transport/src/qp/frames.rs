@@ -9,12 +9,12 @@ use core::net::Ipv6Addr;
 use mrc_srv6::wire::{Dscp, Ecn};
 
 use crate::config::EndpointConfig;
-use crate::ev::EvRoute;
+use crate::ev::{EvRoute, EvRouteRef, SrPath};
 use crate::wire::bth::BTH_LEN;
 use crate::wire::icrc::ICRC_LEN;
 use crate::wire::{
     Body, BthRepr, FrameLayout, FrameRepr, HeaderTemplate, METH_LEN, Opcode, PacketFields,
-    RETH_LEN, Route, TSETH_LEN, TemplateKey, TemplateLayout, WireError,
+    RETH_LEN, Route, RouteRef, TSETH_LEN, TemplateLayout, WireError,
 };
 
 /// Bytes of a data packet's UDP payload that are not payload (BTH, METH, TSETH, RETH, ICRC):
@@ -64,26 +64,32 @@ pub(crate) fn repr(
 /// The route `ev` takes.
 #[inline]
 fn route_of(ev: &EvRoute) -> Route {
-    match ev.path {
-        Some(p) => Route::Srv6 {
-            path: p.outer_da,
-            srh_segment: p.segment,
-        },
-        None => Route::Ecmp,
-    }
+    route_of_ref(ev.path.as_ref())
 }
 
 /// What a frame of a connection's carries beside its EV and its peer: every per-packet field
 /// the [`Templates`] patch (the BTH's other fields are [`bth`]'s constants).
 pub(crate) type Packet = PacketFields;
 
+/// The route `path` takes, borrowed.
+#[inline]
+fn route_ref(path: Option<&SrPath>) -> RouteRef<'_> {
+    match path {
+        Some(p) => RouteRef::Srv6 {
+            path: &p.outer_da,
+            srh_segment: p.segment.as_ref(),
+        },
+        None => RouteRef::Ecmp,
+    }
+}
+
 /// The general emitter's description of packet `p` on `ev` towards `dst`.
-fn repr_of(p: &Packet, cfg: &EndpointConfig, ev: &EvWire, dst: Ipv6Addr) -> FrameRepr {
+fn repr_of(p: &Packet, cfg: &EndpointConfig, ev: EvRouteRef<'_>, dst: Ipv6Addr) -> FrameRepr {
     let port = &cfg.ports[usize::from(ev.plane)];
     FrameRepr {
         src_mac: port.mac,
         dst_mac: port.next_hop_mac,
-        route: ev.route,
+        route: route_of_ref(ev.path),
         src_addr: cfg.nic_addr,
         dst_addr: dst,
         dscp: p.dscp,
@@ -98,17 +104,20 @@ fn repr_of(p: &Packet, cfg: &EndpointConfig, ev: &EvWire, dst: Ipv6Addr) -> Fram
     }
 }
 
-/// What of an EV reaches the wire.
-#[derive(Debug, Clone, Copy)]
-struct EvWire {
-    plane: u8,
-    route: Route,
-    entropy: u32,
+/// The owned route `path` takes.
+fn route_of_ref(path: Option<&SrPath>) -> Route {
+    match path {
+        Some(p) => Route::Srv6 {
+            path: p.outer_da,
+            srh_segment: p.segment,
+        },
+        None => Route::Ecmp,
+    }
 }
 
 /// A connection's header templates (issue #13, header templates), one per (plane, route
 /// layout), built on first use by the general emitter and rebuilt whenever the packet's
-/// [`TemplateKey`] differs from the one it was built for: a port's next-hop MAC changed
+/// [`TemplateKey`](crate::wire::TemplateKey) differs from the one it was built for: a port's next-hop MAC changed
 /// (`Endpoint::set_next_hop_mac`), or another peer address or QP. Everything else a template
 /// holds is the endpoint's configuration, fixed for its life; what an EV gives (route,
 /// entropy) is patched per packet, so an EV re-drawn or recycled needs no invalidation. The
@@ -134,48 +143,22 @@ impl Templates {
     pub fn emit(
         &mut self,
         cfg: &EndpointConfig,
-        ev: EvRoute,
+        ev: EvRouteRef<'_>,
         dst: Ipv6Addr,
         p: &Packet,
         buf: &mut [u8],
         payload_len: usize,
     ) -> Result<(FrameLayout, u8), WireError> {
-        let at = EvWire {
-            plane: ev.plane,
-            route: route_of(&ev),
-            entropy: ev.entropy,
-        };
-        let layout = self.emit_on(cfg, &at, dst, p, buf, payload_len)?;
-        Ok((layout, ev.plane))
-    }
-
-    /// [`emit`](Self::emit) with what the EV gives spelled out.
-    #[inline]
-    fn emit_on(
-        &mut self,
-        cfg: &EndpointConfig,
-        ev: &EvWire,
-        dst: Ipv6Addr,
-        p: &Packet,
-        buf: &mut [u8],
-        payload_len: usize,
-    ) -> Result<FrameLayout, WireError> {
-        let port = cfg
-            .ports
-            .get(usize::from(ev.plane))
-            .ok_or(WireError::Malformed {
-                what: "EV on a plane without a port",
-            })?;
-        let key = TemplateKey {
-            src_mac: port.mac,
-            dst_mac: port.next_hop_mac,
-            src_addr: cfg.nic_addr,
-            dst_addr: dst,
-            dest_qp: p.dest_qp,
-        };
+        let route = route_ref(ev.path);
         let i =
-            usize::from(ev.plane) * TemplateLayout::COUNT + TemplateLayout::of(&ev.route) as usize;
-        let fresh = matches!(self.slots.get(i), Some(Some(t)) if *t.key() == key);
+            usize::from(ev.plane) * TemplateLayout::COUNT + TemplateLayout::of_ref(route) as usize;
+        let fresh = match (self.slots.get(i), cfg.ports.get(usize::from(ev.plane))) {
+            (Some(Some(t)), Some(port)) => {
+                t.key()
+                    .is(port.mac, port.next_hop_mac, cfg.nic_addr, dst, p.dest_qp)
+            }
+            _ => false,
+        };
         if !fresh {
             self.build(i, cfg, ev, dst, p)?;
         }
@@ -184,7 +167,8 @@ impl Templates {
                 what: "header template missing",
             });
         };
-        t.emit(ev.route, ev.entropy, p, buf, payload_len, &cfg.wire)
+        let layout = t.emit(route, ev.entropy, p, buf, payload_len, &cfg.wire)?;
+        Ok((layout, ev.plane))
     }
 
     /// (Re)build slot `i` from `p`'s frame, with the general emitter.
@@ -194,10 +178,15 @@ impl Templates {
         &mut self,
         i: usize,
         cfg: &EndpointConfig,
-        ev: &EvWire,
+        ev: EvRouteRef<'_>,
         dst: Ipv6Addr,
         p: &Packet,
     ) -> Result<(), WireError> {
+        if cfg.ports.get(usize::from(ev.plane)).is_none() {
+            return Err(WireError::Malformed {
+                what: "EV on a plane without a port",
+            });
+        }
         let t = HeaderTemplate::new(&repr_of(p, cfg, ev, dst), &cfg.wire)?;
         let Some(slot) = self.slots.get_mut(i) else {
             return Err(WireError::Malformed {
@@ -221,7 +210,7 @@ impl Templates {
 pub(crate) fn emit_control_templated(
     tmpl: &mut Templates,
     cfg: &EndpointConfig,
-    ev: EvRoute,
+    ev: EvRouteRef<'_>,
     dst: Ipv6Addr,
     opcode: Opcode,
     dest_qp: u32,
@@ -505,15 +494,15 @@ mod tests {
                 };
                 let opcode = nth_opcode(opcode);
                 let payload = if opcode.is_write() { payload } else { 0 };
-                let route = match mode {
-                    0 => Route::Ecmp,
-                    1 => Route::Srv6 { path: addr(0x1000, path), srh_segment: None },
-                    _ => Route::Srv6 {
-                        path: addr(0x1000, path),
-                        srh_segment: Some(addr(0x2000, path ^ 5)),
-                    },
+                let sr = match mode {
+                    0 => None,
+                    1 => Some(SrPath { outer_da: addr(0x1000, path), segment: None }),
+                    _ => Some(SrPath {
+                        outer_da: addr(0x1000, path),
+                        segment: Some(addr(0x2000, path ^ 5)),
+                    }),
                 };
-                let ev = EvWire { plane, route, entropy };
+                let ev = EvRouteRef { plane, entropy, path: sr.as_ref() };
                 let p = Packet {
                     dscp: Dscp(dscp),
                     ecn: Ecn::from_bits(ecn),
@@ -527,13 +516,14 @@ mod tests {
                 let dst = addr(0xe001, u16::from(qp));
                 let data: Vec<u8> = (0..payload).map(|i| (i as u8) ^ (x as u8)).collect();
                 got.fill(0xee);
-                let layout = tmpl[usize::from(qp)]
-                    .emit_on(&cfg, &ev, dst, &p, &mut got, payload)
+                let (layout, port) = tmpl[usize::from(qp)]
+                    .emit(&cfg, ev, dst, &p, &mut got, payload)
                     .unwrap();
+                prop_assert_eq!(port, plane);
                 got[layout.payload.clone()].copy_from_slice(&data);
                 layout.finish(&mut got, &cfg.wire);
                 want.fill(0xee);
-                let n = repr_of(&p, &cfg, &ev, dst).build(&mut want, &data, &cfg.wire).unwrap();
+                let n = repr_of(&p, &cfg, ev, dst).build(&mut want, &data, &cfg.wire).unwrap();
                 prop_assert_eq!(layout.len, n);
                 prop_assert_eq!(&got[..n], &want[..n], "opcode {:?} mode {} payload {}", opcode, mode, payload);
             }

@@ -324,7 +324,7 @@ impl Qp {
         };
         let emitted = c.tmpl.emit(
             cfg,
-            c.paths.table.route(ev),
+            c.paths.table.route_ref(ev),
             c.peer.addr,
             &packet,
             buf,
@@ -416,7 +416,7 @@ impl Qp {
         let t = frames::emit_control_templated(
             &mut c.tmpl,
             ctx.cfg,
-            c.paths.table.route(ev),
+            c.paths.table.route_ref(ev),
             c.peer.addr,
             Opcode::Probe,
             c.peer.qpn.0,

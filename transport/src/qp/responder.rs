@@ -195,18 +195,24 @@ impl Qp {
             p.packets_received += 1;
             p.bytes_received += payload.len() as u64;
         }
-        let trigger = SackTrigger {
-            verdict: if ce {
-                MultipathVerdict::SkipOnce
-            } else {
-                MultipathVerdict::None
-            },
-            ..trigger
+        let verdict = if ce {
+            MultipathVerdict::SkipOnce
+        } else {
+            MultipathVerdict::None
         };
         match resp.policy.on_data(now, &arrival) {
-            AckDecision::Now => self.queue_sack(trigger, ctx),
+            AckDecision::Now => self.queue_sack(SackTrigger { verdict, ..trigger }, ctx),
             AckDecision::By(t) => {
-                resp.pending = Some(trigger);
+                // Written field by field where it lives (a copy of a trigger just built
+                // piecewise on the stack stalled on store forwarding: issue #13).
+                resp.pending = Some(SackTrigger {
+                    seq,
+                    entropy: frame.entropy,
+                    verdict,
+                    tx_ts: trigger.tx_ts,
+                    plane: port,
+                    probe: false,
+                });
                 // Only a new (or earlier) SACK deadline needs the endpoint to look again.
                 if resp.due.is_none_or(|d| t < d) {
                     resp.due = Some(t);
@@ -433,7 +439,9 @@ impl Qp {
 impl Responder {
     /// Record a new Write packet placed (brief §4.1): what the SACK policy sees of it, and how
     /// far the cumulative ACK moved. A message completed since the last ACK is reported by the
-    /// next one (brief §2.13).
+    /// next one (brief §2.13). Inlined: its result returned through memory, written field by
+    /// field and read back whole, stalled the caller on store forwarding (issue #13).
+    #[inline(always)]
     fn place(
         &mut self,
         seq: u64,

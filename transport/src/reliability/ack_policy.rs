@@ -106,6 +106,9 @@ impl Coalescing {
 }
 
 impl AckPolicy for Coalescing {
+    // Inlined into the responder: `a`'s flags, stored one byte each just before, were read
+    // back as one 16-byte vector and stalled on store forwarding (issue #13).
+    #[inline(always)]
     fn on_data(&mut self, now: Instant, a: &DataArrival) -> AckDecision {
         if a.ecn_ce || a.retransmission || a.ack_req || a.duplicate || a.new_hole || a.filled_hole {
             return AckDecision::Now;

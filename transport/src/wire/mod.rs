@@ -50,7 +50,7 @@ pub use eeth::{EETH_LEN, EethPacket, EethRepr};
 pub use entropy::{Entropy, EntropyOrder};
 pub use erth::{ERTH_LEN, EndpointOp, ErthPacket, ErthRepr};
 pub use frame::{
-    Body, Frame, FrameLayout, FrameRepr, HeaderTemplate, PacketFields, Route, SrhView,
+    Body, Frame, FrameLayout, FrameRepr, HeaderTemplate, PacketFields, Route, RouteRef, SrhView,
     TEMPLATE_MAX_LEN, TemplateKey, TemplateLayout, WriteHeaders, parse_frame, parse_frame_general,
     trim_frame,
 };

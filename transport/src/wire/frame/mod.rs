@@ -65,6 +65,31 @@ pub enum Route {
     },
 }
 
+impl Route {
+    /// Borrowed.
+    #[inline]
+    pub fn as_ref(&self) -> RouteRef<'_> {
+        match self {
+            Self::Ecmp => RouteRef::Ecmp,
+            Self::Srv6 { path, srh_segment } => RouteRef::Srv6 {
+                path,
+                srh_segment: srh_segment.as_ref(),
+            },
+        }
+    }
+}
+
+/// A [`Route`] borrowed from where it lives (an EV table's cold array): what a header
+/// template patches per packet (issue #13: no copy of the route through the stack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteRef<'a> {
+    Ecmp,
+    Srv6 {
+        path: &'a Ipv6Addr,
+        srh_segment: Option<&'a Ipv6Addr>,
+    },
+}
+
 /// Every header field of a frame to build. The BTH's `ts` flag and pad count are derived
 /// from `body` and the payload length when emitting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

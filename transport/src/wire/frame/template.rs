@@ -26,7 +26,7 @@ use super::super::opcode::Opcode;
 use super::super::udp::UDP_HEADER_LEN;
 use super::super::{Result, WireError};
 use super::emit::check_frame_len;
-use super::{Body, FrameLayout, FrameRepr, Route, SRH_ONE_SEGMENT_LEN};
+use super::{Body, FrameLayout, FrameRepr, Route, RouteRef, SRH_ONE_SEGMENT_LEN};
 
 /// The longest fixed header block: Ethernet, outer IPv6, SRH, inner IPv6, UDP, BTH.
 pub const TEMPLATE_MAX_LEN: usize =
@@ -63,6 +63,21 @@ impl TemplateLayout {
         }
     }
 
+    /// [`of`](Self::of) a borrowed route.
+    #[inline]
+    pub const fn of_ref(route: RouteRef<'_>) -> Self {
+        match route {
+            RouteRef::Ecmp => Self::Ecmp,
+            RouteRef::Srv6 {
+                srh_segment: None, ..
+            } => Self::Srv6,
+            RouteRef::Srv6 {
+                srh_segment: Some(_),
+                ..
+            } => Self::Srv6Srh,
+        }
+    }
+
     /// Bytes of the fixed headers, Ethernet to BTH.
     #[inline]
     pub const fn header_len(self) -> usize {
@@ -87,6 +102,24 @@ pub struct TemplateKey {
 }
 
 impl TemplateKey {
+    /// Whether it is the key of frames between these MACs, NICs and to this QP: compared in
+    /// place, field by field (a packet's key is not built to be compared: issue #13).
+    #[inline]
+    pub fn is(
+        &self,
+        src_mac: EthernetAddress,
+        dst_mac: EthernetAddress,
+        src_addr: core::net::Ipv6Addr,
+        dst_addr: core::net::Ipv6Addr,
+        dest_qp: u32,
+    ) -> bool {
+        self.dest_qp == dest_qp
+            && self.dst_addr == dst_addr
+            && self.dst_mac == dst_mac
+            && self.src_mac == src_mac
+            && self.src_addr == src_addr
+    }
+
     /// The key of the frame `r` describes.
     pub const fn of(r: &FrameRepr) -> Self {
         Self {
@@ -170,7 +203,7 @@ impl HeaderTemplate {
     #[inline]
     pub fn emit(
         &self,
-        route: Route,
+        route: RouteRef<'_>,
         entropy: u32,
         f: &PacketFields,
         buf: &mut [u8],
@@ -201,7 +234,7 @@ impl HeaderTemplate {
         };
         // Copy the fixed block (constant lengths: plain moves), then patch the IPv6 headers.
         let (inner, udp) = match (self.layout, route) {
-            (TemplateLayout::Ecmp, Route::Ecmp) => {
+            (TemplateLayout::Ecmp, RouteRef::Ecmp) => {
                 const N: usize = TemplateLayout::Ecmp.header_len();
                 hdr[..N].copy_from_slice(&self.bytes[..N]);
                 hdr[E..E + 4].copy_from_slice(&word0(ev.flow_label));
@@ -209,7 +242,7 @@ impl HeaderTemplate {
             }
             (
                 TemplateLayout::Srv6,
-                Route::Srv6 {
+                RouteRef::Srv6 {
                     path,
                     srh_segment: None,
                 },
@@ -224,7 +257,7 @@ impl HeaderTemplate {
             }
             (
                 TemplateLayout::Srv6Srh,
-                Route::Srv6 {
+                RouteRef::Srv6 {
                     path,
                     srh_segment: Some(segment),
                 },
