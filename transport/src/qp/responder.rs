@@ -220,7 +220,7 @@ impl Qp {
                 }
             }
         }
-        if moved > 0 {
+        if moved > 0 && !self.rq.is_empty() {
             self.deliver_immediates(ctx);
         }
     }

@@ -23,6 +23,9 @@ pub(crate) struct Mr {
     pub iova: u64,
     pub access: Access,
     pub memory: Box<dyn Memory>,
+    /// `memory.len()` at registration (a region never changes length): every gather and
+    /// placement checks its bounds against it without a virtual call (issue #13).
+    pub len: u64,
 }
 
 impl fmt::Debug for Mr {
@@ -42,7 +45,7 @@ impl Mr {
     pub fn offset_of(&self, va: u64, len: u64) -> Option<usize> {
         let offset = va.checked_sub(self.iova)?;
         let end = offset.checked_add(len)?;
-        (end <= self.memory.len() as u64).then_some(offset as usize)
+        (end <= self.len).then_some(offset as usize)
     }
 }
 
@@ -89,6 +92,7 @@ impl MrTable {
         if iova.checked_add(memory.len() as u64).is_none() {
             return Err(VerbsError::AddressOverflow);
         }
+        let len = memory.len() as u64;
         let lkey = self
             .slab
             .insert(Mr {
@@ -96,6 +100,7 @@ impl MrTable {
                 iova,
                 access,
                 memory,
+                len,
             })
             .map_err(|_| VerbsError::LimitReached {
                 what: "memory regions",
