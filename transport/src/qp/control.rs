@@ -2,8 +2,6 @@
 //! port has room, then sent on the QP's reverse EV of the plane their trigger arrived on
 //! (brief §3.9).
 
-use std::collections::VecDeque;
-
 use super::frames::{self, Transmit};
 use super::{Parts, Qp, TxOutcome};
 use crate::ctx::Ctx;
@@ -52,39 +50,70 @@ impl Control {
 }
 
 /// The control packets of one QP, bounded: beyond the limit one is dropped and counted (the
-/// peer's timers recover).
+/// peer's timers recover). A fixed ring of `limit` slots written in place by an inlined push
+/// (issue #13: through `VecDeque::push_back`, which stayed out of line, a control packet built
+/// piecewise on the caller's stack was read back whole, a store-forwarding stall per SACK).
 #[derive(Debug)]
 pub(crate) struct ControlQueue {
-    q: VecDeque<Control>,
-    limit: usize,
+    slots: Box<[Control]>,
+    /// The oldest (the next to leave).
+    head: usize,
+    len: usize,
 }
 
 impl ControlQueue {
     pub fn new(limit: usize) -> Self {
         Self {
-            q: VecDeque::with_capacity(limit),
-            limit,
+            slots: vec![Control::Ack { msn: 0, plane: 0 }; limit].into_boxed_slice(),
+            head: 0,
+            len: 0,
         }
     }
 
+    #[inline(always)]
     pub fn push(&mut self, c: Control, ctx: &mut Ctx<'_>) {
-        if self.q.len() >= self.limit {
+        let cap = self.slots.len();
+        if self.len >= cap {
             ctx.stats.control_dropped += 1;
             return;
         }
-        self.q.push_back(c);
+        let mut i = self.head + self.len;
+        if i >= cap {
+            i -= cap;
+        }
+        self.slots[i] = c;
+        self.len += 1;
+    }
+
+    /// The next to leave.
+    #[inline]
+    pub fn front(&self) -> Option<&Control> {
+        (self.len > 0).then(|| &self.slots[self.head])
+    }
+
+    /// The next has left.
+    #[inline]
+    pub fn pop_front(&mut self) {
+        if self.len > 0 {
+            self.head += 1;
+            if self.head == self.slots.len() {
+                self.head = 0;
+            }
+            self.len -= 1;
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.q.is_empty()
+        self.len == 0
     }
 
     pub fn clear(&mut self) {
-        self.q.clear();
+        self.head = 0;
+        self.len = 0;
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.q.capacity() * size_of::<Control>()
+        self.slots.len() * size_of::<Control>()
     }
 }
 
@@ -103,7 +132,7 @@ impl Qp {
         else {
             return TxOutcome::Idle;
         };
-        let Some(&ctl) = c.ctrl.q.front() else {
+        let Some(&ctl) = c.ctrl.front() else {
             return TxOutcome::Idle;
         };
         let Some(ev) = c.paths.reverse_ev(planes, ctl.plane(), rng) else {
@@ -162,7 +191,7 @@ impl Qp {
             debug_assert!(false, "poll_transmit buffer smaller than max_frame_len");
             return TxOutcome::Idle;
         };
-        c.ctrl.q.pop_front();
+        c.ctrl.pop_front();
         match ctl {
             Control::Sack(_) => stats.sacks_sent += 1,
             Control::Ack { .. } => stats.acks_sent += 1,

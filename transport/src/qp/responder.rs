@@ -375,6 +375,7 @@ impl Qp {
     }
 
     /// Queue a SACK now (and the transport ACK if messages completed since the last one).
+    #[inline(always)]
     pub(crate) fn queue_sack(&mut self, trigger: SackTrigger, ctx: &mut Ctx<'_>) {
         let Some(c) = self.conn.as_mut() else {
             return;
