@@ -52,6 +52,10 @@ impl<const N: usize> Drop for Drain<'_, N> {
     fn drop(&mut self) {}
 }
 
+impl<const N: usize> Drop for DrainFront<'_, N> {
+    fn drop(&mut self) {}
+}
+
 /// Why this build has no DPDK (set by the build script).
 const REASON: &str = match option_env!("MRC_DPDK_ABSENT_REASON") {
     Some(reason) => reason,
@@ -271,8 +275,10 @@ impl<const N: usize> MbufBurst<N> {
             _mbufs: PhantomData,
         }
     }
-    pub fn split_front(&mut self, _n: usize) -> Self {
-        Self::new()
+    pub fn drain_front(&mut self, _n: usize) -> DrainFront<'_, N> {
+        DrainFront {
+            _burst: PhantomData,
+        }
     }
     pub fn len(&self) -> usize {
         0
@@ -333,6 +339,19 @@ impl<const N: usize> Iterator for Drain<'_, N> {
 }
 
 impl<const N: usize> ExactSizeIterator for Drain<'_, N> {}
+
+pub struct DrainFront<'a, const N: usize> {
+    _burst: PhantomData<&'a mut MbufBurst<N>>,
+}
+
+impl<const N: usize> Iterator for DrainFront<'_, N> {
+    type Item = Mbuf;
+    fn next(&mut self) -> Option<Mbuf> {
+        None
+    }
+}
+
+impl<const N: usize> ExactSizeIterator for DrainFront<'_, N> {}
 
 /// See the DPDK build of this crate.
 #[derive(Debug)]
@@ -485,7 +504,7 @@ mod api {
                 let _: Result<(), Mbuf> = burst.push(m);
                 let _: Option<Mbuf> = burst.pop();
                 let _: Option<&Mbuf> = burst.first();
-                let _: MbufBurst = burst.split_front(1);
+                let _: Vec<Mbuf> = burst.drain_front(1).collect();
                 let drained: Vec<Mbuf> = burst.drain().collect();
                 burst.clear();
                 let ids: Vec<u16> = Port::ids(&eal);

@@ -201,6 +201,27 @@ fn bursts_own_their_mbufs(eal: &Eal, pool: &Mempool) {
     assert!(burst.is_empty());
     assert_eq!(pool.in_use(), base);
 
+    // The front out, in order; what is not taken is freed, the rest moves to the front.
+    pool.alloc_bulk(&mut burst, 10).expect("bulk");
+    for (i, m) in burst.iter_mut().enumerate() {
+        m.extend_from_slice(&[i as u8; 2]).expect("fill");
+    }
+    let mut front = burst.drain_front(4);
+    assert_eq!(front.len(), 4);
+    assert_eq!(front.next().expect("0").data(), [0; 2]);
+    assert_eq!(front.next().expect("1").data(), [1; 2]);
+    drop(front); // frees 2 and 3
+    assert_eq!(pool.in_use(), base + 6);
+    let kept: Vec<u8> = burst.iter().map(|m| m.data()[0]).collect();
+    assert_eq!(kept, [4, 5, 6, 7, 8, 9]);
+    assert_eq!(
+        burst.drain_front(99).count(),
+        6,
+        "more than held: all of them"
+    );
+    assert!(burst.is_empty());
+    assert_eq!(pool.in_use(), base);
+
     // A pool runs dry without harm: PoolEmpty, all or nothing for bulk.
     let small = Mempool::create(
         eal,

@@ -304,8 +304,7 @@ impl PacketIo for DpdkIo {
     #[inline]
     fn tx_commit_burst(&mut self, sent: &[Transmit]) {
         // The front is committed; the buffers not filled stay staged, in order.
-        let mut filled = self.burst.split_front(sent.len());
-        for (mut m, t) in filled.drain().zip(sent) {
+        for (mut m, t) in self.burst.drain_front(sent.len()).zip(sent) {
             let Some(plane) = self.planes.get_mut(usize::from(t.port)) else {
                 self.stats.tx_dropped += 1;
                 continue;
