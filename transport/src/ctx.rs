@@ -146,7 +146,10 @@ impl Ctx<'_> {
         self.stats.drops.add(reason);
     }
 
-    /// Post a completion to a CQ (an overrun is counted and reported).
+    /// Post a completion to a CQ (an overrun is counted and reported). Inlined: a completion
+    /// passed by pointer was built piecewise and read back whole, a store-forwarding stall per
+    /// signalled work request (issue #13).
+    #[inline(always)]
     pub fn complete(&mut self, cq: CqHandle, wc: WorkCompletion) {
         let Some(q) = self.cqs.get_mut(cq.0) else {
             return;

@@ -99,6 +99,7 @@ impl Cq {
     }
 
     /// Queue a completion; `false` (and an overrun counted) when the queue is full.
+    #[inline]
     pub fn push(&mut self, wc: WorkCompletion) -> bool {
         if self.entries.len() >= self.depth {
             self.overruns += 1;
