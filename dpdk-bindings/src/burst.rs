@@ -91,11 +91,9 @@ impl<const N: usize> MbufBurst<N> {
 
     /// Moves the first `n` mbufs (all of them, if fewer) out, front to back; when the
     /// [`DrainFront`] drops, those not taken are freed and the others move to the front of
-    /// this burst, in order. For a TX path that commits the front of a staged burst and keeps the rest
-    /// staged, without moving a whole burst through the stack as [`split_front`] does (issue
-    /// #13: that 264-byte copy, read back at once, stalled on store forwarding).
-    ///
-    /// [`split_front`]: Self::split_front
+    /// this burst, in order. For a TX path that commits the front of a staged burst and keeps
+    /// the rest staged, with no burst moved through the stack (issue #13: a 264-byte burst
+    /// returned by value and read back at once stalled on store forwarding).
     pub fn drain_front(&mut self, n: usize) -> DrainFront<'_, N> {
         let len = std::mem::replace(&mut self.len, 0);
         let end = n.min(len);
