@@ -52,10 +52,6 @@ impl<const N: usize> Drop for Drain<'_, N> {
     fn drop(&mut self) {}
 }
 
-impl<const N: usize> Drop for DrainFront<'_, N> {
-    fn drop(&mut self) {}
-}
-
 /// Why this build has no DPDK (set by the build script).
 const REASON: &str = match option_env!("MRC_DPDK_ABSENT_REASON") {
     Some(reason) => reason,
@@ -275,8 +271,8 @@ impl<const N: usize> MbufBurst<N> {
             _mbufs: PhantomData,
         }
     }
-    pub fn drain_front(&mut self, _n: usize) -> DrainFront<'_, N> {
-        DrainFront {
+    pub fn drain_front(&mut self, _n: usize) -> Drain<'_, N> {
+        Drain {
             _burst: PhantomData,
         }
     }
@@ -339,19 +335,6 @@ impl<const N: usize> Iterator for Drain<'_, N> {
 }
 
 impl<const N: usize> ExactSizeIterator for Drain<'_, N> {}
-
-pub struct DrainFront<'a, const N: usize> {
-    _burst: PhantomData<&'a mut MbufBurst<N>>,
-}
-
-impl<const N: usize> Iterator for DrainFront<'_, N> {
-    type Item = Mbuf;
-    fn next(&mut self) -> Option<Mbuf> {
-        None
-    }
-}
-
-impl<const N: usize> ExactSizeIterator for DrainFront<'_, N> {}
 
 /// See the DPDK build of this crate.
 #[derive(Debug)]

@@ -81,23 +81,18 @@ impl<const N: usize> MbufBurst<N> {
 
     /// Moves every mbuf out, front to back; those not taken are freed when the `Drain` drops.
     pub fn drain(&mut self) -> Drain<'_, N> {
-        let end = std::mem::replace(&mut self.len, 0);
-        Drain {
-            burst: self,
-            next: 0,
-            end,
-        }
+        self.drain_front(N)
     }
 
     /// Moves the first `n` mbufs (all of them, if fewer) out, front to back; when the
-    /// [`DrainFront`] drops, those not taken are freed and the others move to the front of
+    /// [`Drain`] drops, those not taken are freed and the others move to the front of
     /// this burst, in order. For a TX path that commits the front of a staged burst and keeps
     /// the rest staged, with no burst moved through the stack (issue #13: a 264-byte burst
     /// returned by value and read back at once stalled on store forwarding).
-    pub fn drain_front(&mut self, n: usize) -> DrainFront<'_, N> {
+    pub fn drain_front(&mut self, n: usize) -> Drain<'_, N> {
         let len = std::mem::replace(&mut self.len, 0);
         let end = n.min(len);
-        DrainFront {
+        Drain {
             burst: self,
             next: 0,
             end,
@@ -180,22 +175,26 @@ impl<const N: usize> std::fmt::Debug for MbufBurst<N> {
     }
 }
 
-/// Owned mbufs moved out of an [`MbufBurst`] ([`MbufBurst::drain`]).
+/// Owned mbufs moved out of the front of an [`MbufBurst`] ([`MbufBurst::drain`],
+/// [`MbufBurst::drain_front`]).
 pub struct Drain<'a, const N: usize> {
     burst: &'a mut MbufBurst<N>,
     next: usize,
     end: usize,
+    /// Mbufs after `end`, which stay in the burst.
+    rest: usize,
 }
 
 impl<const N: usize> Iterator for Drain<'_, N> {
     type Item = Mbuf;
 
+    #[inline]
     fn next(&mut self) -> Option<Mbuf> {
         if self.next == self.end {
             return None;
         }
-        // SAFETY: slots `next..end` are initialised and owned by the Drain (the burst's `len` is
-        // 0); each is read once.
+        // SAFETY: slots `next..end + rest` are initialised and owned by the Drain (the
+        // burst's `len` is 0 meanwhile); each of `next..end` is read once.
         let mbuf = unsafe { self.burst.slots[self.next].assume_init_read() };
         self.next += 1;
         Some(mbuf)
@@ -209,52 +208,6 @@ impl<const N: usize> Iterator for Drain<'_, N> {
 impl<const N: usize> ExactSizeIterator for Drain<'_, N> {}
 
 impl<const N: usize> Drop for Drain<'_, N> {
-    fn drop(&mut self) {
-        let rest = self.end - self.next;
-        free_bulk(self.burst.slots[self.next..].as_mut_ptr().cast(), rest);
-    }
-}
-
-impl<const N: usize> std::fmt::Debug for Drain<'_, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Drain")
-            .field("remaining", &(self.end - self.next))
-            .finish()
-    }
-}
-
-/// The front of an [`MbufBurst`] moved out ([`MbufBurst::drain_front`]).
-pub struct DrainFront<'a, const N: usize> {
-    burst: &'a mut MbufBurst<N>,
-    next: usize,
-    end: usize,
-    /// Mbufs after `end`, which stay in the burst.
-    rest: usize,
-}
-
-impl<const N: usize> Iterator for DrainFront<'_, N> {
-    type Item = Mbuf;
-
-    #[inline]
-    fn next(&mut self) -> Option<Mbuf> {
-        if self.next == self.end {
-            return None;
-        }
-        // SAFETY: slots `next..end + rest` are initialised and owned by the DrainFront (the
-        // burst's `len` is 0 meanwhile); each of `next..end` is read once.
-        let mbuf = unsafe { self.burst.slots[self.next].assume_init_read() };
-        self.next += 1;
-        Some(mbuf)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.end - self.next, Some(self.end - self.next))
-    }
-}
-
-impl<const N: usize> ExactSizeIterator for DrainFront<'_, N> {}
-
-impl<const N: usize> Drop for DrainFront<'_, N> {
     fn drop(&mut self) {
         free_bulk(
             self.burst.slots[self.next..self.end].as_mut_ptr().cast(),
@@ -274,9 +227,9 @@ impl<const N: usize> Drop for DrainFront<'_, N> {
     }
 }
 
-impl<const N: usize> std::fmt::Debug for DrainFront<'_, N> {
+impl<const N: usize> std::fmt::Debug for Drain<'_, N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DrainFront")
+        f.debug_struct("Drain")
             .field("next", &self.next)
             .field("end", &self.end)
             .field("rest", &self.rest)

@@ -86,7 +86,7 @@ pub mod sys;
 
 #[cfg(not(mrc_dpdk_absent))]
 pub use {
-    burst::{BURST_SIZE, Drain, DrainFront, MbufBurst},
+    burst::{BURST_SIZE, Drain, MbufBurst},
     eal::{Eal, ThreadRegistration},
     lcore::LcoreJob,
     mbuf::Mbuf,
@@ -101,7 +101,7 @@ pub use {
 mod absent;
 #[cfg(mrc_dpdk_absent)]
 pub use absent::{
-    BURST_SIZE, Drain, DrainFront, Eal, LcoreJob, Mbuf, MbufBurst, Mempool, Port, Queues, RxQueue,
+    BURST_SIZE, Drain, Eal, LcoreJob, Mbuf, MbufBurst, Mempool, Port, Queues, RxQueue,
     ThreadRegistration, TxQueue,
 };
 

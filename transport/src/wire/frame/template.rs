@@ -50,17 +50,8 @@ impl TemplateLayout {
 
     /// The layout of the frames `route` routes.
     #[inline]
-    pub const fn of(route: &Route) -> Self {
-        match route {
-            Route::Ecmp => Self::Ecmp,
-            Route::Srv6 {
-                srh_segment: None, ..
-            } => Self::Srv6,
-            Route::Srv6 {
-                srh_segment: Some(_),
-                ..
-            } => Self::Srv6Srh,
-        }
+    pub fn of(route: &Route) -> Self {
+        Self::of_ref(route.as_ref())
     }
 
     /// [`of`](Self::of) a borrowed route.
