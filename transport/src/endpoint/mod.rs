@@ -390,7 +390,7 @@ impl Endpoint {
     /// has some: an acknowledgement on one QP makes room for all that share the window.
     #[inline(never)]
     fn wake_waiting(&mut self, i: usize) {
-        let Some(slot) = self.ccs.get_mut(i).filter(|s| !s.waiting.is_empty()) else {
+        let Some(slot) = self.ccs.get_mut(i) else {
             return;
         };
         let mut woken = core::mem::take(&mut self.wake_scratch);

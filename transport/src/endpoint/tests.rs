@@ -43,6 +43,19 @@ fn abab(ep: &mut Endpoint) -> [Qpn; 4] {
 
 /// A QP taken to RTS towards `peer` (its remote QPN made up).
 fn connect(ep: &mut Endpoint, peer: Ipv6Addr) -> Result<Qpn, VerbsError> {
+    let (qpn, rtr) = to_rtr(ep, peer, InitAttr::default())?;
+    rtr?;
+    ep.modify_qp(qpn, QpTransition::Rts(RtsAttr::new(0)))?;
+    Ok(qpn)
+}
+
+/// A QP (its own PD and CQ) through INIT with `init`, then asked to move to RTR towards
+/// `peer` (its remote QPN made up): the QP, and how that move went.
+fn to_rtr(
+    ep: &mut Endpoint,
+    peer: Ipv6Addr,
+    init: InitAttr,
+) -> Result<(Qpn, Result<(), VerbsError>), VerbsError> {
     let pd = ep.alloc_pd()?;
     let cq = ep.create_cq(64)?;
     let qpn = ep.create_qp(&QpInitAttr {
@@ -52,14 +65,13 @@ fn connect(ep: &mut Endpoint, peer: Ipv6Addr) -> Result<Qpn, VerbsError> {
         cap: QpCap::default(),
         sq_sig_all: false,
     })?;
-    ep.modify_qp(qpn, QpTransition::Init(InitAttr::default()))?;
+    ep.modify_qp(qpn, QpTransition::Init(init))?;
     let remote = RemoteNic {
         addr: peer,
         host: None,
     };
-    ep.modify_qp(qpn, QpTransition::Rtr(RtrAttr::new(remote, Qpn(0x77), 0)))?;
-    ep.modify_qp(qpn, QpTransition::Rts(RtsAttr::new(0)))?;
-    Ok(qpn)
+    let rtr = ep.modify_qp(qpn, QpTransition::Rtr(RtrAttr::new(remote, Qpn(0x77), 0)));
+    Ok((qpn, rtr))
 }
 
 /// An endpoint request from `src` to us (QP 2, brief §2.12).
@@ -235,29 +247,12 @@ fn an_srv6_ev_list_on_an_ecmp_endpoint_fails_rtr_cleanly() {
             ..EvProfile::default()
         })
         .unwrap();
-    let pd = ep.alloc_pd().unwrap();
-    let cq = ep.create_cq(64).unwrap();
     let mut qp = |ev_profile| {
-        let qpn = ep
-            .create_qp(&QpInitAttr {
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                cap: QpCap::default(),
-                sq_sig_all: false,
-            })
-            .unwrap();
         let init = InitAttr {
             ev_profile,
             ..InitAttr::default()
         };
-        ep.modify_qp(qpn, QpTransition::Init(init)).unwrap();
-        let remote = RemoteNic {
-            addr: A,
-            host: None,
-        };
-        let rtr = ep.modify_qp(qpn, QpTransition::Rtr(RtrAttr::new(remote, Qpn(0x77), 0)));
-        (qpn, rtr)
+        to_rtr(&mut ep, A, init).unwrap()
     };
     let (bad, rtr) = qp(srv6);
     assert_eq!(

@@ -206,18 +206,6 @@ pub struct EvRoute {
     pub path: Option<SrPath>,
 }
 
-impl EvRoute {
-    /// Borrowed.
-    #[inline]
-    pub fn as_ref(&self) -> EvRouteRef<'_> {
-        EvRouteRef {
-            plane: self.plane,
-            entropy: self.entropy,
-            path: self.path.as_ref(),
-        }
-    }
-}
-
 /// An [`EvRoute`] borrowed from its table ([`EvTable::route_ref`]): what the frame builders
 /// read per packet, without copying the 33-byte route through the stack on the way (issue
 /// #13: a 16-byte load of a route stored piecewise just before stalled on store forwarding).

@@ -71,16 +71,6 @@ fn fabric_with(
     model: PathModel,
     cc: &CcProfile,
 ) -> (Harness<Endpoint>, QpPair) {
-    let mut h = Harness::new(HarnessConfig {
-        seed,
-        ..HarnessConfig::default()
-    });
-    let spec = |host| NodeSpec {
-        addr: Some(nic(host)),
-        ports: vec![PortModel::default(); PLANES],
-    };
-    let a = h.add_node(endpoint(seed, 0, srv6, cc), spec(0));
-    let b = h.add_node(endpoint(seed, 1, srv6, cc), spec(1));
     let select = if srv6 {
         PathSelect::Custom(Arc::new(|f: &FrameInfo| {
             usize::from(f.outer_dst.segments()[3])
@@ -88,19 +78,43 @@ fn fabric_with(
     } else {
         PathSelect::EcmpHash
     };
+    let ends = [0, 1].map(|host| endpoint(seed, host, srv6, cc));
+    let (mut h, [a, b]) = joined(seed, ends, select, model.clone(), model);
+    let qp = h.connect_qps(a, b, InitAttr::default(), 1024).unwrap();
+    (h, qp)
+}
+
+/// Hosts 0 and 1 as `ends`, joined on both planes by `PATHS` paths each way, chosen by
+/// `select`, with `forward` and `reverse` as the paths' models.
+fn joined(
+    seed: u64,
+    ends: [Endpoint; 2],
+    select: PathSelect,
+    forward: PathModel,
+    reverse: PathModel,
+) -> (Harness<Endpoint>, [NodeId; 2]) {
+    let mut h = Harness::new(HarnessConfig {
+        seed,
+        ..HarnessConfig::default()
+    });
+    let [a, b] = ends;
+    let spec = |host| NodeSpec {
+        addr: Some(nic(host)),
+        ports: vec![PortModel::default(); PLANES],
+    };
+    let nodes = [h.add_node(a, spec(0)), h.add_node(b, spec(1))];
     h.connect(
-        a,
-        b,
+        nodes[0],
+        nodes[1],
         &LinkSpec {
             ports: (0..PLANES as u8).collect(),
             paths_per_port: PATHS,
             select,
-            forward: model.clone(),
-            reverse: model,
+            forward,
+            reverse,
         },
     );
-    let qp = h.connect_qps(a, b, InitAttr::default(), 1024).unwrap();
-    (h, qp)
+    (h, nodes)
 }
 
 const SRC: u64 = 0x1_0000_0000;
@@ -256,17 +270,8 @@ fn a_qp_on_an_explicit_ecmp_profile_moves_data_on_the_listed_entropies_only() {
         ..EvProfile::default()
     };
 
-    let mut h = Harness::new(HarnessConfig {
-        seed,
-        ..HarnessConfig::default()
-    });
-    let spec = |host| NodeSpec {
-        addr: Some(nic(host)),
-        ports: vec![PortModel::default(); PLANES],
-    };
     let mut index = None;
-    let mut ends = Vec::new();
-    for host in 0..2 {
+    let ends = [0, 1].map(|host| {
         let mut ep = endpoint(seed, host, false, &CcProfile::default());
         // A list naming a plane the NIC does not have is refused.
         let mut bad = list.clone();
@@ -281,29 +286,19 @@ fn a_qp_on_an_explicit_ecmp_profile_moves_data_on_the_listed_entropies_only() {
         assert_eq!(ep.add_ev_profile(refused), Err(ConfigError::EvProfile));
         let i = ep.add_ev_profile(profile.clone()).unwrap();
         assert_eq!(*index.get_or_insert(i), i);
-        ends.push(h.add_node(ep, spec(host)));
-    }
+        ep
+    });
     // Every frame's EV, as the fabric hashes it.
     let seen = Arc::new(Mutex::new(Vec::<u32>::new()));
     let record = Arc::clone(&seen);
-    let order = h.node(ends[0]).config().wire.entropy_order;
+    let order = ends[0].config().wire.entropy_order;
     let select = PathSelect::Custom(Arc::new(move |f: &FrameInfo| {
         let sport = f.udp_sport.expect("an MRC frame");
         let ev = order.join(sport, f.flow_label);
         record.lock().unwrap().push(ev);
         (ev.wrapping_mul(0x9e37_79b9) >> 24) as usize % PATHS
     }));
-    h.connect(
-        ends[0],
-        ends[1],
-        &LinkSpec {
-            ports: (0..PLANES as u8).collect(),
-            paths_per_port: PATHS,
-            select,
-            forward: impaired(),
-            reverse: PathModel::default(),
-        },
-    );
+    let (mut h, ends) = joined(seed, ends, select, impaired(), PathModel::default());
     let init = InitAttr {
         ev_profile: index.unwrap(),
         ..InitAttr::default()

@@ -64,7 +64,7 @@ pub(crate) fn repr(
 /// The route `ev` takes.
 #[inline]
 fn route_of(ev: &EvRoute) -> Route {
-    route_of_ref(ev.path.as_ref())
+    route_ref(ev.path.as_ref()).to_route()
 }
 
 /// What a frame of a connection's carries beside its EV and its peer: every per-packet field
@@ -89,7 +89,7 @@ fn repr_of(p: &Packet, cfg: &EndpointConfig, ev: EvRouteRef<'_>, dst: Ipv6Addr) 
     FrameRepr {
         src_mac: port.mac,
         dst_mac: port.next_hop_mac,
-        route: route_of_ref(ev.path),
+        route: route_ref(ev.path).to_route(),
         src_addr: cfg.nic_addr,
         dst_addr: dst,
         dscp: p.dscp,
@@ -101,17 +101,6 @@ fn repr_of(p: &Packet, cfg: &EndpointConfig, ev: EvRouteRef<'_>, dst: Ipv6Addr) 
             ..bth(p.opcode, p.dest_qp, p.psn)
         },
         body: p.body,
-    }
-}
-
-/// The owned route `path` takes.
-fn route_of_ref(path: Option<&SrPath>) -> Route {
-    match path {
-        Some(p) => Route::Srv6 {
-            path: p.outer_da,
-            srh_segment: p.segment,
-        },
-        None => Route::Ecmp,
     }
 }
 

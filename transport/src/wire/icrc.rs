@@ -107,10 +107,9 @@ pub fn compute(covered: &[u8]) -> Result<u32> {
 /// three lookups (issue #13).
 #[inline]
 pub fn start(covered: &[u8]) -> Crc {
-    let h: &[u8; ICRC_MIN_COVERED] = match covered.get(..ICRC_MIN_COVERED) {
-        Some(h) => h.try_into().unwrap_or(&[0; ICRC_MIN_COVERED]),
-        None => &[0; ICRC_MIN_COVERED],
-    };
+    let h = covered
+        .first_chunk::<ICRC_MIN_COVERED>()
+        .expect("callers check ICRC_MIN_COVERED");
     let set = |i: usize| {
         let (at, mask) = MASKED[i];
         ADJUST[i][usize::from(mask & h[at])]

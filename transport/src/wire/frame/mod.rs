@@ -90,6 +90,19 @@ pub enum RouteRef<'a> {
     },
 }
 
+impl RouteRef<'_> {
+    /// Owned.
+    pub fn to_route(self) -> Route {
+        match self {
+            Self::Ecmp => Route::Ecmp,
+            Self::Srv6 { path, srh_segment } => Route::Srv6 {
+                path: *path,
+                srh_segment: srh_segment.copied(),
+            },
+        }
+    }
+}
+
 /// Every header field of a frame to build. The BTH's `ts` flag and pad count are derived
 /// from `body` and the payload length when emitting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
