@@ -348,6 +348,12 @@ pub struct EndpointConfig {
 
 impl EndpointConfig {
     /// A configuration with every default, for a NIC at `nic_addr` with these ports.
+    /// The largest frame an endpoint with this configuration writes (what a transmit buffer
+    /// must hold).
+    pub fn max_frame_len(&self) -> usize {
+        crate::qp::max_frame_len(self)
+    }
+
     pub fn new(seed: u64, nic_addr: Ipv6Addr, ports: Vec<PortConfig>, path_mode: PathMode) -> Self {
         Self {
             seed,

@@ -178,7 +178,7 @@ impl Endpoint {
     /// The largest frame [`poll_transmit`](Self::poll_transmit) writes: its buffer must hold
     /// at least this many bytes.
     pub fn max_frame_len(&self) -> usize {
-        crate::qp::max_frame_len(&self.cfg)
+        self.cfg.max_frame_len()
     }
 
     /// Counters of a QP.

@@ -17,6 +17,8 @@ pub(crate) enum EvEvent {
     /// (an RTT sample); `clean`: the SACK carried no congestion mark for it.
     Delivered {
         ev: EvId,
+        /// The transmission's id (its place in the QP's send order).
+        tx_id: u64,
         sent_at: Instant,
         first: bool,
         clean: bool,
@@ -67,11 +69,12 @@ impl Paths {
             // is an RTT sample of it (Karn). The selector recycles clean EVs first (§8.2).
             EvEvent::Delivered {
                 ev,
+                tx_id,
                 sent_at,
                 first,
                 clean,
             } => {
-                self.table.on_delivered(ev, sent_at, first);
+                self.table.on_delivered(ev, tx_id, sent_at, first);
                 self.selector.on_delivered(ev, clean);
             }
             // §2.13: a message completion says nothing of timing or of one path's health.

@@ -8,7 +8,7 @@ use super::{
     ColdEv, Ev, EvId, EvKind, EvRole, EvRoute, EvRouteRef, EvState, HotEv, PathSource, ProbeState,
 };
 use crate::config::{EvProfile, TimerConfig};
-use crate::reliability::RttEstimator;
+use crate::reliability::{PathEvidence, RttEstimator};
 use crate::rng::Rng;
 use crate::stats::EvStats;
 use crate::time::{Duration, Instant};
@@ -79,6 +79,10 @@ pub struct EvTable {
     hot: Vec<HotEv>,
     cold: Vec<ColdEv>,
     stats: Vec<EvStats>,
+    /// Per EV, the id of the latest-sent transmission on it known delivered (0: none): one
+    /// path delivers in order, so a transmission sent on it before and still missing was
+    /// dropped ([`PathEvidence::overtaken`], issue #14). Apart from `hot`, which is full.
+    delivered_tx: Vec<u64>,
     planes: Vec<Range<u16>>,
     active_in_plane: Vec<u16>,
     round: u32,
@@ -95,6 +99,21 @@ pub struct EvTable {
     changes_dropped: u64,
     /// EVs with an RTT sample pending from the SACK being merged.
     rtt_touched: Vec<EvId>,
+}
+
+/// The loss rules read each EV's RTT and delivery order here (brief §3.6, issue #14).
+impl PathEvidence for EvTable {
+    #[inline]
+    fn srtt(&self, ev: u16) -> Duration {
+        self.path_srtt(ev)
+    }
+
+    #[inline]
+    fn overtaken(&self, ev: u16, tx_id: u64) -> bool {
+        self.delivered_tx
+            .get(usize::from(ev))
+            .is_some_and(|&latest| latest > tx_id)
+    }
 }
 
 impl EvTable {
@@ -176,6 +195,7 @@ impl EvTable {
                 })
                 .collect(),
             stats: evs.iter().map(|e| e.stats).collect(),
+            delivered_tx: vec![0; n],
             active_in_plane: vec![0; planes.len()],
             reverse: vec![None; planes.len()],
             planes,
@@ -395,8 +415,10 @@ impl EvTable {
     /// `rtt_pending` for [`Self::take_rtt_samples`] (the least inflated by SACK coalescing and
     /// by holes that held the cumulative ACK back: RACK's choice, RFC 8985 §6.2).
     #[inline]
-    pub fn on_delivered(&mut self, id: EvId, sent_at: Instant, sample: bool) {
+    pub fn on_delivered(&mut self, id: EvId, tx_id: u64, sent_at: Instant, sample: bool) {
         self.stats[usize::from(id)].delivered += 1;
+        let latest = &mut self.delivered_tx[usize::from(id)];
+        *latest = (*latest).max(tx_id);
         let e = &mut self.hot[usize::from(id)];
         e.suspect_losses = 0;
         if sample {
@@ -654,8 +676,9 @@ impl EvTable {
                 if !self.explicit {
                     e.entropy = ecmp_entropy(self.order, id, rng);
                 }
-                // A new hash is a new path: its RTT is learnt again.
+                // A new hash is a new path: its RTT and order are learnt again.
                 e.rtt = RttEstimator::new(Duration::ZERO);
+                self.delivered_tx[usize::from(id)] = 0;
             }
             if e.state == EvState::AssumedBad {
                 let plane = e.plane;

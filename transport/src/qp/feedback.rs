@@ -215,6 +215,7 @@ impl super::Connection {
             .on_sack(r.cack, r.base, bitmap, &mut |_, e| {
                 let event = EvEvent::Delivered {
                     ev: e.ev,
+                    tx_id: e.tx_id,
                     sent_at: e.sent_at,
                     first: e.tx_count == 1,
                     clean: !(ecn && Some(e.ev) == echoed),

@@ -159,9 +159,8 @@ impl Requester {
     }
 
     pub(super) fn deadlines(&mut self, table: &EvTable, now: Instant) -> RequesterDeadlines {
-        let path_rtt = |ev| table.path_srtt(ev);
         RequesterDeadlines {
-            loss: self.loss.deadlines(&mut self.flight, self.gbn, &path_rtt),
+            loss: self.loss.deadlines(&mut self.flight, self.gbn, table),
             retry: self.retry.deadline(),
             // A probe already due waits for a port, not for a timer.
             probe: table
@@ -477,12 +476,7 @@ impl Qp {
             return;
         }
         let table = &c.paths.table;
-        req.loss.infer(
-            &mut req.flight,
-            now,
-            &|ev| table.path_srtt(ev),
-            &mut req.lost,
-        );
+        req.loss.infer(&mut req.flight, now, table, &mut req.lost);
         stats.retransmits.inferred += req.lost.len() as u64;
         self.on_losses(now, false, ctx);
     }
@@ -495,12 +489,8 @@ impl Qp {
         };
         let req = &mut c.req;
         let table = &c.paths.table;
-        req.loss.time_out(
-            &mut req.flight,
-            now,
-            &|ev| table.path_srtt(ev),
-            &mut req.lost,
-        );
+        req.loss
+            .time_out(&mut req.flight, now, table, &mut req.lost);
         if req.lost.is_empty() {
             return;
         }

@@ -15,6 +15,7 @@
 
 use std::collections::VecDeque;
 
+use super::PathEvidence;
 use crate::time::{Duration, Instant};
 
 /// Where a packet of the flight stands.
@@ -305,19 +306,40 @@ impl Flight {
         None
     }
 
+    /// How long the RACK rule waits for `e` (RFC 8985 §6.2, brief §3.6): the RACK RTT (or its
+    /// path's, if longer) plus `reorder_window`, and a quarter of that RTT more when nothing
+    /// sent on its path after it was delivered yet. Packets on one path arrive in the order
+    /// they were sent, so a later one delivered on `e`'s own EV says `e` was dropped; without
+    /// that, `e` may just sit in a queue of its path (issue #14: on a loss-free 128-host
+    /// permutation the plain rule resent 194 packets, 0.07 %, this one 5; at 1 % random loss
+    /// the extra wait costs less than the spurious resends did).
+    fn loss_wait(
+        &self,
+        e: &FlightEntry,
+        reorder_window: Duration,
+        paths: &impl PathEvidence,
+    ) -> Duration {
+        let rtt = self.rack.rtt.max(paths.srtt(e.ev));
+        if paths.overtaken(e.ev, e.tx_id) {
+            rtt + reorder_window
+        } else {
+            rtt + Duration(rtt.as_nanos() / 4) + reorder_window
+        }
+    }
+
     /// RACK loss inference: every in-flight packet sent before the latest delivered one and out
-    /// for longer than the RACK RTT (or its path's, `path_rtt(ev)`, if longer) plus
-    /// `reorder_window` is declared lost and handed to `on_lost`.
+    /// for longer than its [`loss_wait`](Self::loss_wait) is declared lost and handed to
+    /// `on_lost`.
     pub fn detect_losses(
         &mut self,
         now: Instant,
         reorder_window: Duration,
-        path_rtt: &impl Fn(u16) -> Duration,
+        paths: &impl PathEvidence,
         on_lost: &mut impl FnMut(u64, &FlightEntry),
     ) {
         while let Some((seq, e)) = self.oldest() {
             if e.tx_id >= self.rack.tx_id
-                || e.sent_at + self.rack.rtt.max(path_rtt(e.ev)) + reorder_window > now
+                || e.sent_at + self.loss_wait(&e, reorder_window, paths) > now
             {
                 return;
             }
@@ -332,11 +354,10 @@ impl Flight {
     pub fn loss_deadline(
         &mut self,
         reorder_window: Duration,
-        path_rtt: &impl Fn(u16) -> Duration,
+        paths: &impl PathEvidence,
     ) -> Option<Instant> {
         let (_, e) = self.oldest()?;
-        (e.tx_id < self.rack.tx_id)
-            .then(|| e.sent_at + self.rack.rtt.max(path_rtt(e.ev)) + reorder_window)
+        (e.tx_id < self.rack.tx_id).then(|| e.sent_at + self.loss_wait(&e, reorder_window, paths))
     }
 
     /// The per-packet path-failure timeout: every in-flight transmission older than its
@@ -486,6 +507,81 @@ mod tests {
         );
         assert_eq!(f.next_retransmit(), Some(0));
         assert_eq!(f.inflight_bytes(), 4 * 1100);
+    }
+
+    /// Paths as loss inference sees them: one RTT for all, and per EV the latest delivered
+    /// transmission (what `EvTable` keeps).
+    struct Order {
+        rtt: Duration,
+        delivered: Vec<u64>,
+    }
+
+    impl PathEvidence for Order {
+        fn srtt(&self, _ev: u16) -> Duration {
+            self.rtt
+        }
+
+        fn overtaken(&self, ev: u16, tx_id: u64) -> bool {
+            self.delivered[usize::from(ev)] > tx_id
+        }
+    }
+
+    #[test]
+    fn a_hole_its_own_path_has_not_overtaken_waits_a_quarter_rtt_more() {
+        // Packets 0..8 alternate between EVs 0 and 1 (tx ids 1..=8); 4 (EV 0, sent at 4)
+        // and 5 (EV 1, sent at 5) are delivered.
+        let mut f = Flight::new(128, 100);
+        for i in 0..8u64 {
+            f.send_new(t(i), 0, i as u32, 1000, (i % 2) as u16);
+        }
+        f.set_rack_rtt(Duration::from_micros(8));
+        collect(&mut f, 0, 4, 0b11);
+        let paths = Order {
+            rtt: Duration::from_micros(8),
+            delivered: vec![5, 6],
+        };
+        let reo = US.saturating_mul(2);
+        // Seq 0 (EV 0) was overtaken on its own path by seq 4: lost at 0 + 8 + 2. Seq 1
+        // (EV 1) by seq 5 likewise, at 11.
+        let mut lost = Vec::new();
+        f.detect_losses(t(11), reo, &paths, &mut |s, _| lost.push(s));
+        assert_eq!(lost, [0, 1]);
+        // Seq 2 (EV 0, tx 3) was overtaken by tx 5 too; seq 3 (EV 1, tx 4) by tx 6.
+        f.detect_losses(t(13), reo, &paths, &mut |s, _| lost.push(s));
+        assert_eq!(lost, [0, 1, 2, 3]);
+
+        // The same flight with nothing delivered after seq 0 on EV 0: it may be queued on
+        // its path, so it waits 8 + 2 + 8 / 4 = 12 µs.
+        let mut f = Flight::new(128, 100);
+        for i in 0..8u64 {
+            f.send_new(t(i), 0, i as u32, 1000, (i % 2) as u16);
+        }
+        f.set_rack_rtt(Duration::from_micros(8));
+        collect(&mut f, 0, 5, 0b1);
+        let paths = Order {
+            rtt: Duration::from_micros(8),
+            delivered: vec![0, 6],
+        };
+        let mut lost = Vec::new();
+        f.detect_losses(t(11), reo, &paths, &mut |s, _| lost.push(s));
+        assert!(lost.is_empty(), "{lost:?}");
+        assert_eq!(f.loss_deadline(reo, &paths), Some(t(12)));
+        f.detect_losses(t(12), reo, &paths, &mut |s, _| lost.push(s));
+        assert_eq!(
+            lost,
+            [0, 1],
+            "seq 1 (EV 1, overtaken) was due at 11, behind seq 0"
+        );
+        // Seq 2 (EV 0, not overtaken) is due at 2 + 12; seq 3 (EV 1) at 13, behind it.
+        f.detect_losses(t(13), reo, &paths, &mut |s, _| lost.push(s));
+        assert_eq!(lost, [0, 1]);
+        f.detect_losses(t(14), reo, &paths, &mut |s, _| lost.push(s));
+        assert_eq!(lost, [0, 1, 2, 3]);
+        assert_eq!(
+            f.loss_deadline(reo, &paths),
+            Some(t(16)),
+            "seq 4: EV 0, sent at 4"
+        );
     }
 
     #[test]

@@ -2,13 +2,38 @@
 //! (RFC 8985) and the per-packet path-failure timeout, with their deadlines. Each rule takes
 //! the longer of the QP's RTT and the RTT of the packet's own path (`path_rtt`, kept by the
 //! path's [`RttEstimator`]): sprayed paths differ by their queues, and a packet on a path with
-//! a queue is late, not lost. What a loss does to its EV is the EV health table's business
+//! a queue is late, not lost. Inference also asks the path whether a packet sent on it later
+//! was delivered ([`PathEvidence`]): one path delivers in order, so only then is a hole on it
+//! a drop at once; otherwise it waits another RTT. What a loss does to its EV is the EV health table's business
 //! (`ev/health.rs`); the flight's scoreboard provides the oldest transmission and the RACK
 //! reference (`flight.rs`).
 
 use super::{Flight, FlightEntry, RttEstimator};
 use crate::config::TimerConfig;
 use crate::time::{Duration, Instant};
+
+/// What the loss rules know of the path each packet took (its EV's): its RTT, and whether a
+/// packet sent on it after a given transmission was delivered (brief §3.6; packets on one path
+/// arrive in the order they left, so that delivery says the earlier one was dropped, not
+/// queued).
+pub trait PathEvidence {
+    /// The path's smoothed RTT (zero before its first sample).
+    fn srtt(&self, ev: u16) -> Duration;
+    /// Whether a transmission sent on `ev` after transmission `tx_id` has been delivered.
+    fn overtaken(&self, ev: u16, tx_id: u64) -> bool;
+}
+
+/// A path's RTT alone, with every hole taken as overtaken on its own path: the plain RACK
+/// rule (tests, and any caller that keeps no per-path order).
+impl<F: Fn(u16) -> Duration> PathEvidence for F {
+    fn srtt(&self, ev: u16) -> Duration {
+        self(ev)
+    }
+
+    fn overtaken(&self, _ev: u16, _tx_id: u64) -> bool {
+        true
+    }
+}
 
 /// The loss rules of one QP and the QP's own RTT.
 #[derive(Debug)]
@@ -69,16 +94,17 @@ impl LossDetection {
     }
 
     /// RACK inference (brief §3.6): packets sent before the latest delivered one and out for
-    /// longer than the RTT (the path's, if longer) plus the reordering window go to `lost`.
+    /// longer than the RTT (the path's, if longer; twice that without a later delivery on
+    /// their own path) plus the reordering window go to `lost`.
     pub fn infer(
         &self,
         flight: &mut Flight,
         now: Instant,
-        path_rtt: &impl Fn(u16) -> Duration,
+        paths: &impl PathEvidence,
         lost: &mut Vec<(u64, FlightEntry)>,
     ) {
         let reo = self.reorder_window();
-        flight.detect_losses(now, reo, path_rtt, &mut |seq, e| lost.push((seq, *e)));
+        flight.detect_losses(now, reo, paths, &mut |seq, e| lost.push((seq, *e)));
     }
 
     /// The per-packet path-failure timeout (brief §3.7): transmissions older than theirs go to
@@ -87,10 +113,10 @@ impl LossDetection {
         &self,
         flight: &mut Flight,
         now: Instant,
-        path_rtt: &impl Fn(u16) -> Duration,
+        paths: &impl PathEvidence,
         lost: &mut Vec<(u64, FlightEntry)>,
     ) {
-        let path_pto = |ev| self.path_pto(path_rtt(ev));
+        let path_pto = |ev| self.path_pto(paths.srtt(ev));
         flight.on_pto(now, self.pto(), &path_pto, &mut |seq, e| {
             lost.push((seq, *e));
         });
@@ -102,12 +128,12 @@ impl LossDetection {
         &self,
         flight: &mut Flight,
         gbn: bool,
-        path_rtt: &impl Fn(u16) -> Duration,
+        paths: &impl PathEvidence,
     ) -> LossDeadlines {
-        let path_pto = |ev| self.path_pto(path_rtt(ev));
+        let path_pto = |ev| self.path_pto(paths.srtt(ev));
         let timeout = flight.pto_deadline(self.pto(), &path_pto);
         let inference = if !gbn && timeout.is_some() {
-            flight.loss_deadline(self.reorder_window(), path_rtt)
+            flight.loss_deadline(self.reorder_window(), paths)
         } else {
             None
         };

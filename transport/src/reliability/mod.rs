@@ -18,7 +18,7 @@ pub use ack_policy::{
 };
 pub use flight::{EntryState, Flight, FlightEntry, SackOutcome};
 pub use imm::{BeyondLimit, ImmStash, PendingImm};
-pub use loss::{LossDeadlines, LossDetection};
+pub use loss::{LossDeadlines, LossDetection, PathEvidence};
 pub use retry::{RetryBudget, RetryVerdict};
 pub use rtt::RttEstimator;
 pub use tracker::{Arrival, Tracker};

@@ -1,5 +1,5 @@
 //! NSCC behaviour, one quadrant or mechanism per test, on the reference network
-//! (100 Gb/s × 12 µs, 4000-byte packets: BDP 150 KB, max window 225 KB, target 9 µs).
+//! (100 Gb/s × 12 µs, 4000-byte packets: BDP 150 KB, max window 262.5 KB, target 9 µs).
 
 use proptest::prelude::*;
 
@@ -297,12 +297,32 @@ fn trimmed_nack_shrinks_by_the_nacked_bytes_and_other_nacks_do_not() {
         },
     );
     assert_eq!(cc.window(), 18 * MTU);
-    cc.on_loss(Instant(40), 2 * MTU);
-    assert_eq!(cc.window(), 16 * MTU);
     for i in 0..100 {
         cc.on_nack(Instant(50 + i), &trim_nack(MTU));
     }
     assert_eq!(cc.window(), MTU, "never below one packet");
+}
+
+#[test]
+fn a_silent_loss_shrinks_the_window_only_where_the_fabric_does_not_trim() {
+    // Where the fabric trims, congestion shows as trims: a silent loss is the path's, which EV
+    // health retires, and the window stays.
+    let mut cc = nscc(NsccConfig {
+        initial_cwnd: Some(20 * MTU),
+        ..NsccConfig::default()
+    });
+    cc.on_loss(Instant(40), 2 * MTU);
+    assert_eq!(cc.window(), 20 * MTU);
+    assert_eq!(cc.stats().loss_decrease_bytes, 0);
+    // Where it drops, a loss is a full queue: the window shrinks by the lost bytes.
+    let mut cc = nscc(NsccConfig {
+        initial_cwnd: Some(20 * MTU),
+        trimming: false,
+        ..NsccConfig::default()
+    });
+    cc.on_loss(Instant(40), 2 * MTU);
+    assert_eq!(cc.window(), 18 * MTU);
+    assert_eq!(cc.stats().loss_decrease_bytes, 2 * MTU);
 }
 
 #[derive(Debug, Clone)]

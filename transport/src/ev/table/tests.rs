@@ -302,7 +302,7 @@ struct Identity {
 /// EV `id`'s fingerprint: `id + 1` deliveries and an RTT of `(id + 1) × k` µs.
 fn fingerprint(t: &mut EvTable, id: EvId, k: u64) {
     for _ in 0..=id {
-        t.on_delivered(id, NOW, true);
+        t.on_delivered(id, 1, NOW, true);
     }
     let rtt = Duration::from_micros(u64::from(id + 1) * k);
     t.take_rtt_samples(NOW + rtt, None, Duration::from_secs(1));
@@ -452,4 +452,33 @@ fn an_evs_hot_state_route_and_counters_stay_together_through_its_life() {
             assert_eq!(t.stats(id).srtt_ns, srtt);
         }
     }
+}
+
+/// Loss inference's per-path order (issue #14): an EV says a transmission was overtaken once
+/// a later one sent on it was delivered, whatever order the deliveries came in; an ECMP redraw
+/// makes every EV a new path whose order is learnt again.
+#[test]
+fn an_ev_knows_which_of_its_transmissions_a_later_delivery_overtook() {
+    let mut t = EvTable::ecmp(
+        &profile(4, 2, 1),
+        &TimerConfig::default(),
+        2,
+        EntropyOrder::default(),
+        &mut Rng::new(3),
+    );
+    assert!(!t.overtaken(0, 1), "nothing delivered yet");
+    t.on_delivered(0, 7, NOW, true);
+    t.on_delivered(0, 4, NOW, false);
+    assert!(t.overtaken(0, 6) && t.overtaken(0, 4) && t.overtaken(0, 1));
+    assert!(
+        !t.overtaken(0, 7) && !t.overtaken(0, 9),
+        "7 is the latest delivered"
+    );
+    assert!(
+        !t.overtaken(1, 1),
+        "another EV's deliveries say nothing of EV 1"
+    );
+    assert!(!t.overtaken(99, 1), "no such EV");
+    t.rerandomize(&mut Rng::new(4));
+    assert!(!t.overtaken(0, 1), "a redrawn EV is a new path");
 }
