@@ -22,6 +22,9 @@ pub mod defaults {
     pub const HOST_TX_RING: usize = 8;
 }
 
+/// Bytes of a SACK frame: Ethernet, outer and inner IPv6, UDP, BTH, SETH and CC_STATE, ICRC.
+const SACK_FRAME_BYTES: usize = 14 + 40 + 40 + 8 + 12 + 28 + 8 + 4;
+
 /// How switches pick the next hop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Routing {
@@ -161,6 +164,33 @@ impl SimConfig {
         }
     }
 
+    /// The fabric's longest unloaded round trip (issue #14): a `frame_bytes` frame from a host
+    /// through its T0, a T1 and another rack's T0 to a host, stored and forwarded at every
+    /// hop, and a SACK back the same way. It is what NSCC scales its window ceiling, target
+    /// delay and gains from (brief §3.4: `base_rtt`; htsim: the network's largest unloaded
+    /// RTT); the simulator sets every NIC's RTT estimate to it, as a controller sets a CC
+    /// profile's `base_rtt` for the fabric it knows. The engine's own default, 20 µs, is a
+    /// guess for a fabric it knows nothing of: 3.5× this in `load-balance`, so NSCC aimed at
+    /// 15 µs of queueing and the T0 uplinks queued 81 KB at the 99th percentile.
+    pub fn unloaded_rtt(plan: &Plan, frame_bytes: usize) -> Duration {
+        let host = plan.link_params(LinkTier::Host);
+        let fabric = plan.link_params(LinkTier::Fabric);
+        let cross_rack = plan.t0_per_plane() > 1;
+        let hop = |l: &LinkParams, bytes: usize| {
+            let gbps = u64::from(l.speed_gbps.max(1));
+            (bytes as u64 * 8_000).div_ceil(gbps) + l.latency_ns * 1000
+        };
+        let way = |bytes: usize| {
+            let fabric_hops = if cross_rack {
+                2 * hop(&fabric, bytes)
+            } else {
+                0
+            };
+            2 * hop(&host, bytes) + fabric_hops
+        };
+        Duration::from_nanos((way(frame_bytes) + way(SACK_FRAME_BYTES)).div_ceil(1000))
+    }
+
     /// The model of a host NIC port: a FIFO bounded by the TX ring (the engine stops when it
     /// is full), no ECN, no trimming.
     pub fn host_port(&self, plan: &Plan) -> PortModel {
@@ -172,5 +202,34 @@ impl SimConfig {
             ecn: None,
             trim: TrimMode::Off,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(racks: u16) -> Plan {
+        let text = crate::experiments::fabric_toml("t", 2, racks, 4, 4, 50, 512 * 1024);
+        Plan::from_toml(&text, "<t>").unwrap()
+    }
+
+    #[test]
+    fn the_unloaded_rtt_is_every_hop_a_frame_and_a_sack_cross() {
+        // 50 Gb/s: a 4250-byte frame serialises in 680 ns, a 154-byte SACK in 24.64 ns; host
+        // links 100 ns, fabric links 600 ns.
+        let frame = 4250;
+        let cross =
+            4 * 680_000 + 2 * 100_000 + 2 * 600_000 + 4 * 24_640 + 2 * 100_000 + 2 * 600_000;
+        assert_eq!(
+            SimConfig::unloaded_rtt(&plan(4), frame),
+            Duration::from_nanos((cross as u64).div_ceil(1000))
+        );
+        // One rack: host, T0, host.
+        let within = 2 * 680_000 + 2 * 100_000 + 2 * 24_640 + 2 * 100_000;
+        assert_eq!(
+            SimConfig::unloaded_rtt(&plan(1), frame),
+            Duration::from_nanos((within as u64).div_ceil(1000))
+        );
     }
 }

@@ -20,6 +20,49 @@ pub enum Owner {
     Switch(u32),
 }
 
+/// Where an egress port sits in the fabric, for the queue-occupancy series (issue #14): the
+/// four hops a packet's queues can build at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum QueueTier {
+    /// A host's port towards its T0 (the NIC's TX ring).
+    HostUplink,
+    /// A T0's port towards a T1.
+    T0Uplink,
+    /// A T1's port towards a T0.
+    T1Downlink,
+    /// A T0's port towards a host: the last hop.
+    T0Downlink,
+}
+
+impl QueueTier {
+    /// Every tier, in a packet's order.
+    pub const ALL: [Self; 4] = [
+        Self::HostUplink,
+        Self::T0Uplink,
+        Self::T1Downlink,
+        Self::T0Downlink,
+    ];
+
+    /// Short name for tables and plots.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::HostUplink => "host uplink",
+            Self::T0Uplink => "T0 uplink",
+            Self::T1Downlink => "T1 downlink",
+            Self::T0Downlink => "T0 downlink",
+        }
+    }
+
+    fn of(node: NodeId, tier: LinkTier) -> Self {
+        match (node, tier) {
+            (NodeId::Host(_), _) => Self::HostUplink,
+            (NodeId::Switch(s), LinkTier::Host) if s.tier == Tier::T0 => Self::T0Downlink,
+            (NodeId::Switch(s), _) if s.tier == Tier::T0 => Self::T0Uplink,
+            (NodeId::Switch(_), _) => Self::T1Downlink,
+        }
+    }
+}
+
 /// Counters of a switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct SwitchStats {
@@ -47,6 +90,8 @@ pub struct Fabric {
     pub ports: Vec<Port>,
     /// Owner and local port number of every port.
     pub owner: Vec<(Owner, u16)>,
+    /// The hop every port is, by port id.
+    pub tiers: Vec<QueueTier>,
     pub switches: Vec<Switch>,
     pub planes: u8,
     t0: u16,
@@ -79,6 +124,7 @@ impl Fabric {
         }
         let mut f = Self {
             ports: Vec::with_capacity(owner.len()),
+            tiers: Vec::with_capacity(owner.len()),
             owner,
             switches,
             planes,
@@ -99,6 +145,7 @@ impl Fabric {
                 }
             };
             f.ports.push(Port::new(model, peer));
+            f.tiers.push(QueueTier::of(node, link.tier));
         }
         f
     }
@@ -136,5 +183,34 @@ impl Fabric {
         (0..plan.port_count(a))
             .find(|&k| plan.link(a, k).is_some_and(|l| l.peer == b))
             .map(|k| self.port_of(a, k))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_port_is_the_hop_it_leads_to() {
+        // 2 planes × 3 racks × 4 hosts, 5 spines per plane.
+        let text = crate::experiments::fabric_toml("t", 2, 3, 5, 4, 50, 512 * 1024);
+        let plan = Plan::from_toml(&text, "<t>").unwrap();
+        let f = Fabric::build(&plan, &SimConfig::default());
+        let count = |t: QueueTier| f.tiers.iter().filter(|&&x| x == t).count();
+        assert_eq!(f.tiers.len(), f.ports.len());
+        assert_eq!(count(QueueTier::HostUplink), 2 * 12);
+        assert_eq!(count(QueueTier::T0Downlink), 2 * 12);
+        assert_eq!(count(QueueTier::T0Uplink), 2 * 3 * 5);
+        assert_eq!(count(QueueTier::T1Downlink), 2 * 5 * 3);
+        // A host's port leads to its T0; a T0 downlink back to a host.
+        for (id, &tier) in f.tiers.iter().enumerate() {
+            let peer = f.node_of(f.ports[id].peer);
+            let expect_host_peer = tier == QueueTier::T0Downlink;
+            assert_eq!(
+                matches!(peer, NodeId::Host(_)),
+                expect_host_peer,
+                "port {id}"
+            );
+        }
     }
 }

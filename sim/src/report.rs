@@ -1,5 +1,5 @@
 //! Reports of a run: per-flow completion times (min, median, p99, max), delivered bytes over
-//! time per plane, per-EV health timelines, fabric and engine counters; written as a text
+//! time per plane, queued bytes by hop over time, per-EV health timelines, fabric and engine counters; written as a text
 //! table, as JSON for tooling and as SVG plots. Nothing here reads a clock: the same run gives
 //! byte-identical files.
 
@@ -10,7 +10,8 @@ use std::path::Path;
 use mrc_transport::ev::EvState;
 use mrc_transport::stats::PlaneStats;
 
-use crate::sim::{FabricCounters, Sim};
+use crate::fabric::QueueTier;
+use crate::sim::{FabricCounters, QueueLevels, Sim};
 use crate::svg::{Chart, Series, decimate};
 
 /// Points kept per time series in reports and plots (longer series are averaged down).
@@ -23,6 +24,8 @@ use crate::workload::FlowRecord;
 pub struct Recorder {
     /// (time, cumulative data bytes delivered per plane).
     pub samples: Vec<(SimTime, Vec<u64>)>,
+    /// (time, queued bytes by hop in [`QueueTier::ALL`]'s order).
+    pub queues: Vec<(SimTime, [QueueLevels; 4])>,
 }
 
 impl Recorder {
@@ -33,6 +36,41 @@ impl Recorder {
         }
         self.samples
             .push((sim.now(), sim.plane_delivered_bytes().to_vec()));
+        self.queues.push((sim.now(), sim.queue_occupancy()));
+    }
+
+    /// The queue-occupancy series of each hop, summarised.
+    pub fn queue_rows(&self) -> Vec<QueueRow> {
+        let n = self.queues.len().max(1) as f64;
+        QueueTier::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, tier)| {
+                let at = |f: fn(&QueueLevels) -> u64| -> Vec<(f64, f64)> {
+                    let pts: Vec<(f64, f64)> = self
+                        .queues
+                        .iter()
+                        .map(|(t, q)| (t.as_micros_f64(), f(&q[i]) as f64 / 1000.0))
+                        .collect();
+                    decimate(&pts, MAX_SERIES_POINTS)
+                };
+                let sum = |f: fn(&QueueLevels) -> u64| -> f64 {
+                    self.queues
+                        .iter()
+                        .map(|(_, q)| f(&q[i]) as f64)
+                        .sum::<f64>()
+                        / n
+                };
+                QueueRow {
+                    tier: tier.name().to_owned(),
+                    mean_p50_bytes: sum(|l| l.p50),
+                    mean_p99_bytes: sum(|l| l.p99),
+                    max_bytes: self.queues.iter().map(|(_, q)| q[i].max).max().unwrap_or(0),
+                    p99_kb: at(|l| l.p99),
+                    max_kb: at(|l| l.max),
+                }
+            })
+            .collect()
     }
 
     /// Delivered Gb/s per plane between consecutive samples: `(plane, [(t_us, gbps)])`.
@@ -123,6 +161,21 @@ pub struct EvRow {
     pub to: String,
 }
 
+/// The queues of one hop over a run (issue #14): at every sample, the median, 99th percentile
+/// and largest queue over the hop's ports; here their means over the samples, the largest
+/// queue seen at a sample, and the series.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct QueueRow {
+    pub tier: String,
+    pub mean_p50_bytes: f64,
+    pub mean_p99_bytes: f64,
+    pub max_bytes: u64,
+    /// `(t_us, KB)`: the 99th percentile over the hop's ports.
+    pub p99_kb: Vec<(f64, f64)>,
+    /// `(t_us, KB)`: the largest queue of the hop.
+    pub max_kb: Vec<(f64, f64)>,
+}
+
 /// Engine counters of one plane, summed over every host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct PlaneRow {
@@ -152,6 +205,8 @@ pub struct Report {
     pub flows: Vec<FlowRow>,
     /// `[plane][(t_us, Gb/s)]`: data bytes delivered to hosts per sampling interval.
     pub plane_gbps: Vec<Vec<(f64, f64)>>,
+    /// Queued bytes by hop (T0 uplinks, T1 downlinks, ...) over the run.
+    pub queues: Vec<QueueRow>,
     pub ev_changes: Vec<EvRow>,
     pub fabric: FabricCounters,
     pub plane_counters: Vec<PlaneRow>,
@@ -245,6 +300,7 @@ impl Report {
                 .iter()
                 .map(|pts| decimate(pts, MAX_SERIES_POINTS))
                 .collect(),
+            queues: rec.queue_rows(),
             ev_changes,
             fabric: sim.fabric_counters(),
             plane_counters,
@@ -286,6 +342,18 @@ impl Report {
                 p.evs_restored
             );
         }
+        let _ = write!(s, "queues KB, mean p50 / mean p99 / max over ports:");
+        for q in &self.queues {
+            let _ = write!(
+                s,
+                "  {} {:.1}/{:.1}/{:.1}",
+                q.tier,
+                q.mean_p50_bytes / 1000.0,
+                q.mean_p99_bytes / 1000.0,
+                q.max_bytes as f64 / 1000.0
+            );
+        }
+        s.push('\n');
         let c = &self.fabric;
         let _ = writeln!(
             s,
@@ -381,6 +449,23 @@ impl Report {
                 },
             ),
             (
+                "queues.svg",
+                Chart {
+                    title: format!("{}: queues by hop (99th percentile over ports)", self.name),
+                    x_label: "time (µs)".into(),
+                    y_label: "KB queued".into(),
+                    series: self
+                        .queues
+                        .iter()
+                        .map(|q| Series {
+                            name: q.tier.clone(),
+                            points: q.p99_kb.clone(),
+                        })
+                        .collect(),
+                    steps: false,
+                },
+            ),
+            (
                 "ev_states.svg",
                 Chart {
                     title: format!("{}: EVs retired (ASSUMED_BAD)", self.name),
@@ -413,6 +498,14 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_levels_pick_real_ports() {
+        let mut v: Vec<u64> = (1..=200).rev().collect();
+        let l = QueueLevels::of(&mut v);
+        assert_eq!((l.p50, l.p99, l.max), (100, 198, 200));
+        assert_eq!(QueueLevels::of(&mut []), QueueLevels::default());
+    }
 
     #[test]
     fn percentiles_pick_real_samples() {

@@ -63,6 +63,7 @@ fn load_balance_quick() {
             "fct_cdf.svg",
             "flows.tsv",
             "plane_goodput.svg",
+            "queues.svg",
             "report.json",
             "summary.txt"
         ]
@@ -80,6 +81,15 @@ fn failover_quick() {
     assert!(fail.retransmitted_packets > 0, "{fail:?}");
     assert_eq!(flap.completed, flap.flows);
     assert!(flap.packets_lost > 0, "{flap:?}");
+    // Issue #14: a dead link costs a bounded number of packets per QP that used it (22.5
+    // here, 34.7 before the first policy round), and a flapping link costs its flows little
+    // time: a silent loss retires the path, it does not shrink the window (which had cost
+    // 27 % of the flows' completion time).
+    assert!(fail.packets_lost_per_affected_qp < 30.0, "{fail:?}");
+    assert!(
+        flap.mean_fct_us < 1.1 * flap.mean_fct_no_flap_us,
+        "{flap:?}"
+    );
 }
 
 #[test]
@@ -87,9 +97,12 @@ fn incast_quick() {
     let s = Scratch::new("in");
     let rows = incast::run(&s.opts()).unwrap();
     assert_eq!(rows.len(), 2);
+    // The victim keeps its goodput beside the incast (3 % lost here). Since NSCC runs on the
+    // fabric's RTT (issue #14) the 7→1 incast no longer overflows the last hop at all: it
+    // used to be trimmed.
     assert!(
-        rows[0].trimmed > 0,
-        "MRC's incast is trimmed: {:?}",
+        rows[0].degradation_pct < 10.0,
+        "MRC's victim is isolated: {:?}",
         rows[0]
     );
     assert_eq!(rows[1].trimmed, 0, "the baseline's fabric does not trim");
