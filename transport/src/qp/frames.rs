@@ -275,14 +275,6 @@ pub(crate) fn emit_control(
     })
 }
 
-/// The largest frame the engine writes with this configuration (what `poll_transmit`'s
-/// buffer must hold).
-pub(crate) fn max_frame_len(cfg: &EndpointConfig) -> usize {
-    // Ethernet + outer IPv6 + SRH + inner IPv6 + UDP + BTH + the largest body + payload + pad
-    // + ICRC.
-    14 + 40 + 24 + 40 + 8 + BTH_LEN + 36 + cfg.payload_mtu as usize + 3 + ICRC_LEN
-}
-
 #[cfg(test)]
 mod tests {
     use mrc_srv6::wire::EthernetAddress;
@@ -469,8 +461,8 @@ mod tests {
                 if sport_high { EntropyOrder::SportHigh } else { EntropyOrder::SportLow };
             cfg.wire.udp_checksum = udp_checksum;
             let mut tmpl = [Templates::new(3), Templates::new(3), Templates::new(3)];
-            let mut got = vec![0u8; max_frame_len(&cfg) + 4096];
-            let mut want = vec![0u8; max_frame_len(&cfg) + 4096];
+            let mut got = vec![0u8; cfg.max_frame_len() + 4096];
+            let mut want = vec![0u8; cfg.max_frame_len() + 4096];
             for s in steps {
                 let Step::Send {
                     qp, plane, mode, path, entropy, opcode, payload, dscp, ecn, ts, ack_req,

@@ -20,7 +20,6 @@ use core::net::Ipv6Addr;
 
 pub(crate) use conn::Connection;
 pub use frames::Transmit;
-pub(crate) use frames::max_frame_len;
 use sendq::{RecvQueue, SendQueue};
 
 use crate::config::EndpointConfig;

@@ -526,20 +526,27 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_hole_its_own_path_has_not_overtaken_waits_a_quarter_rtt_more() {
-        // Packets 0..8 alternate between EVs 0 and 1 (tx ids 1..=8); 4 (EV 0, sent at 4)
-        // and 5 (EV 1, sent at 5) are delivered.
+    /// Packets 0..8 sent 1 µs apart, alternating between EVs 0 and 1 (tx ids 1..=8), an 8 µs
+    /// RTT, the SACK `mask` collected from `base`, and each EV's latest delivered tx id.
+    fn alternating_flight(base: u64, mask: u64, delivered: Vec<u64>) -> (Flight, Order) {
         let mut f = Flight::new(128, 100);
         for i in 0..8u64 {
             f.send_new(t(i), 0, i as u32, 1000, (i % 2) as u16);
         }
         f.set_rack_rtt(Duration::from_micros(8));
-        collect(&mut f, 0, 4, 0b11);
+        collect(&mut f, 0, base, mask);
         let paths = Order {
             rtt: Duration::from_micros(8),
-            delivered: vec![5, 6],
+            delivered,
         };
+        (f, paths)
+    }
+
+    #[test]
+    fn a_hole_its_own_path_has_not_overtaken_waits_a_quarter_rtt_more() {
+        // Packets 0..8 alternate between EVs 0 and 1 (tx ids 1..=8); 4 (EV 0, sent at 4)
+        // and 5 (EV 1, sent at 5) are delivered.
+        let (mut f, paths) = alternating_flight(4, 0b11, vec![5, 6]);
         let reo = US.saturating_mul(2);
         // Seq 0 (EV 0) was overtaken on its own path by seq 4: lost at 0 + 8 + 2. Seq 1
         // (EV 1) by seq 5 likewise, at 11.
@@ -552,16 +559,7 @@ mod tests {
 
         // The same flight with nothing delivered after seq 0 on EV 0: it may be queued on
         // its path, so it waits 8 + 2 + 8 / 4 = 12 µs.
-        let mut f = Flight::new(128, 100);
-        for i in 0..8u64 {
-            f.send_new(t(i), 0, i as u32, 1000, (i % 2) as u16);
-        }
-        f.set_rack_rtt(Duration::from_micros(8));
-        collect(&mut f, 0, 5, 0b1);
-        let paths = Order {
-            rtt: Duration::from_micros(8),
-            delivered: vec![0, 6],
-        };
+        let (mut f, paths) = alternating_flight(5, 0b1, vec![0, 6]);
         let mut lost = Vec::new();
         f.detect_losses(t(11), reo, &paths, &mut |s, _| lost.push(s));
         assert!(lost.is_empty(), "{lost:?}");
