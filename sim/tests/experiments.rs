@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use mrc_sim::experiments::{ExpOpts, failover, incast, load_balance, loss, scale};
+use mrc_sim::experiments::{ExpOpts, failover, incast, load_balance, loss, scale, uec};
 
 /// A scratch results directory, removed when dropped (also on failure).
 struct Scratch(PathBuf);
@@ -159,4 +159,22 @@ fn scale_quick() {
     assert_eq!(rows.len(), 2);
     assert!(rows[1].events > rows[0].events);
     assert!(s.0.join("scale/results.md").exists());
+}
+
+#[test]
+fn uec_quick() {
+    let s = Scratch::new("uec");
+    let rows = uec::run(&s.opts()).unwrap();
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(r.completed, r.flows);
+    assert!(
+        r.ideal_fct_us > 0.0 && r.p99_fct_us >= r.ideal_fct_us,
+        "{r:?}"
+    );
+    assert_eq!(r.evs_retired, 0, "a clean fabric retires no EV: {r:?}");
+    let f = files(&s.0.join("uec"));
+    for want in ["results.json", "results.md", "mrc_32"] {
+        assert!(f.iter().any(|x| x == want), "{want} in {f:?}");
+    }
 }

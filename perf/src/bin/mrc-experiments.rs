@@ -21,7 +21,7 @@ use clap::{Parser, ValueEnum};
 use mrc_apps::{bail_usage, out, tool, usage};
 use mrc_sim::experiments::{
     ExpError, ExpOpts, Scenario, Transport, failover, incast, load_balance, loss, run_scenario,
-    scale,
+    scale, uec,
 };
 use mrc_sim::{SimTime, fault, traffic, workload};
 use mrc_srv6::plan::{Plan, SMALL_PLAN_TOML};
@@ -40,6 +40,8 @@ enum Experiment {
     Loss,
     /// 128, 512 and 1024 hosts: wall time and events/s.
     Scale,
+    /// The UEC simulator's fabric (one 400G plane, one-BDP buffers): p99 FCT against the ideal.
+    Uec,
     /// Every experiment, in this order.
     All,
     /// One run of a plan, a traffic file and a fault file (see --plan, --traffic, --faults).
@@ -55,6 +57,7 @@ impl Experiment {
             Self::Incast => "incast",
             Self::Loss => "loss",
             Self::Scale => "scale",
+            Self::Uec => "uec",
             Self::All | Self::Run => "",
         }
     }
@@ -229,6 +232,7 @@ fn run_one(e: Experiment, o: &ExpOpts) -> anyhow::Result<()> {
         Experiment::Incast => incast::run(o).map(drop),
         Experiment::Loss => loss::run(o).map(drop),
         Experiment::Scale => scale::run(o).map(drop),
+        Experiment::Uec => uec::run(o).map(drop),
         Experiment::All | Experiment::Run => unreachable!("not a single experiment"),
     }
     .map_err(exp_error)?;
@@ -264,6 +268,7 @@ fn run(a: &Args) -> anyhow::Result<()> {
             Experiment::Incast,
             Experiment::Loss,
             Experiment::Scale,
+            Experiment::Uec,
         ],
         e => vec![e],
     };

@@ -16,6 +16,7 @@ pub mod incast;
 pub mod load_balance;
 pub mod loss;
 pub mod scale;
+pub mod uec;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
