@@ -8,7 +8,8 @@
 //!   again and the routes are re-applied, every path works.
 //!
 //! Needs root, `ip` and /usr/bin/python3 with scapy: otherwise skipped with a message, or
-//! failed under `MRC_REQUIRE_ALL=1`. Namespaces carry a unique prefix and a Drop guard removes
+//! failed under `MRC_REQUIRE_ALL=1`; and a kernel with SRv6 (CONFIG_IPV6_SEG6_LWTUNNEL):
+//! otherwise skipped and listed, whatever the variable says. Namespaces carry a unique prefix and a Drop guard removes
 //! them, also when the test fails.
 
 use std::collections::HashMap;
@@ -58,7 +59,7 @@ for i, (iface, mac, da, tag, n) in enumerate(batches):
 "#;
 
 /// `true` if every prerequisite is there; otherwise skip `test` (or fail under
-/// MRC_REQUIRE_ALL=1).
+/// MRC_REQUIRE_ALL=1; a kernel without SRv6 is a skip whatever it says).
 fn prerequisites(test: &str) -> bool {
     let checks: [(&str, &str, &[&str]); 3] = [
         ("needs root", "sh", &["-c", "test \"$(id -u)\" -eq 0"]),
@@ -78,6 +79,10 @@ fn prerequisites(test: &str) -> bool {
             mrc_tests::skip(test, why);
             return false;
         }
+    }
+    if let Some(what) = mrc_tests::kernel_srv6_lacking() {
+        mrc_tests::skip_lacking(test, what);
+        return false;
     }
     true
 }

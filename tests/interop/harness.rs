@@ -103,7 +103,8 @@ pub type Counters = HashMap<(String, String), IfCounters>;
 pub type Check<'a> = (&'a str, &'a str, &'a [&'a str]);
 
 /// `Some` if root, iproute2 with netns, bash, then every one of `extra`, and the tools are
-/// there (else skipped, or failed under MRC_REQUIRE_ALL=1).
+/// there (else skipped, or failed under MRC_REQUIRE_ALL=1), and the kernel has SRv6 (else
+/// skipped whatever MRC_REQUIRE_ALL says: no package brings it).
 pub fn prerequisites(test: &str, extra: &[Check<'_>]) -> Option<Tools> {
     let base: [Check<'_>; 3] = [
         ("needs root", "sh", &["-c", "test \"$(id -u)\" -eq 0"]),
@@ -119,6 +120,10 @@ pub fn prerequisites(test: &str, extra: &[Check<'_>]) -> Option<Tools> {
             skip(test, why);
             return None;
         }
+    }
+    if let Some(what) = mrc_tests::kernel_srv6_lacking() {
+        mrc_tests::skip_lacking(test, what);
+        return None;
     }
     match Tools::find() {
         Ok(t) => Some(t),

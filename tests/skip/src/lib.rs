@@ -5,6 +5,8 @@
 //! libtest test) or [`skip_exit`] (a `harness = false` binary) with its name and the reason,
 //! and returns. Then:
 //! - under `MRC_REQUIRE_ALL=1` (root under `scripts/test.sh`) the test fails instead;
+//!   except where the machine itself lacks it and no package can bring it (a kernel built
+//!   without a feature): [`skip_lacking`] records the skip whatever the variable says;
 //! - otherwise a `SKIP test: why` line goes to stderr, and when `MRC_SKIP_LOG` names a file,
 //!   one `package test<TAB>why` line is appended to it, so `scripts/test.sh` can end with the list of
 //!   what did not run and why (the test runner shows a skipped test as `ok`).
@@ -30,6 +32,13 @@ pub fn skip(test: &str, why: &str) {
         "{test}: {REQUIRE_ALL}=1 but {why} (scripts/install-deps.sh installs the tools)"
     );
     record(test, why);
+}
+
+/// Skips `test` because the machine lacks `what`, which no package installs (a feature the
+/// running kernel was built without): recorded and printed like [`skip`], even under
+/// `MRC_REQUIRE_ALL=1`, so `scripts/test.sh` lists it among what did not run.
+pub fn skip_lacking(test: &str, what: &str) {
+    record(test, &format!("this machine lacks {what}"));
 }
 
 /// [`skip`] for a `harness = false` test binary: the exit code to return from `main`
@@ -114,6 +123,7 @@ mod tests {
         if std::env::var("MRC_SKIP_CHILD").is_err() {
             return;
         }
+        skip_lacking("zeroth", "a kernel feature");
         let exit = skip_exit("second", "tab\there\nnewline");
         skip("first", "needs root");
         assert_eq!(exit, ExitCode::SUCCESS, "skip_exit under MRC_REQUIRE_ALL=1");
@@ -123,14 +133,21 @@ mod tests {
     fn a_skip_is_recorded_one_line_each() {
         let (ok, log) = run_child("record", &[]);
         assert!(ok, "skips pass");
-        assert_eq!(log, "pkg second\ttab here newline\npkg first\tneeds root\n");
+        assert_eq!(
+            log,
+            "pkg zeroth\tthis machine lacks a kernel feature\n\
+             pkg second\ttab here newline\npkg first\tneeds root\n"
+        );
     }
 
     #[test]
     fn require_all_turns_a_skip_into_a_failure() {
         let (ok, log) = run_child("require", &[(REQUIRE_ALL, "1")]);
         assert!(!ok, "a skip under MRC_REQUIRE_ALL=1 fails the test");
-        assert_eq!(log, "", "a failure is not recorded as a skip");
+        assert_eq!(
+            log, "pkg zeroth\tthis machine lacks a kernel feature\n",
+            "what no package brings is still a skip; a failure is not recorded as one"
+        );
     }
 
     #[test]
