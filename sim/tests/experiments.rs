@@ -165,16 +165,22 @@ fn scale_quick() {
 fn uec_quick() {
     let s = Scratch::new("uec");
     let rows = uec::run(&s.opts()).unwrap();
-    assert_eq!(rows.len(), 1);
-    let r = &rows[0];
-    assert_eq!(r.completed, r.flows);
+    let selectors: Vec<_> = rows.iter().map(|r| r.selector).collect();
+    assert_eq!(selectors, ["default", "recycle"]);
+    for r in &rows {
+        assert_eq!(r.completed, r.flows);
+        assert!(
+            r.ideal_fct_us > 0.0 && r.p99_fct_us >= r.ideal_fct_us,
+            "{r:?}"
+        );
+        assert_eq!(r.evs_retired, 0, "a clean fabric retires no EV: {r:?}");
+    }
     assert!(
-        r.ideal_fct_us > 0.0 && r.p99_fct_us >= r.ideal_fct_us,
-        "{r:?}"
+        rows[0].p99_fct_us != rows[1].p99_fct_us || rows[0].ecn_marked != rows[1].ecn_marked,
+        "the two selectors are two different runs: {rows:?}"
     );
-    assert_eq!(r.evs_retired, 0, "a clean fabric retires no EV: {r:?}");
     let f = files(&s.0.join("uec"));
-    for want in ["results.json", "results.md", "mrc_32"] {
+    for want in ["results.json", "results.md", "mrc_32", "mrc_32_recycle"] {
         assert!(f.iter().any(|x| x == want), "{want} in {f:?}");
     }
 }

@@ -3,10 +3,15 @@
 //! 2 MB flows on 128 and 1024 hosts (32 hosts per rack, as many spines as hosts per rack), its
 //! p99 FCT against the ideal (every byte on the wire at line rate, plus the unloaded RTT), and
 //! what the policy cost on the way: trims, ECN marks, retransmissions, EVs retired, queues.
-//! The plans are shipped as `plans/uec-128.toml` and `plans/uec-1024.toml`.
+//! Each size runs twice: with the engine's default EV selection (spraying in SRv6 mode) and
+//! with recycling (REPS-style: clean EVs reused first, as the UEC simulator's load balancer),
+//! the comparison the next policy change is judged by. The plans are shipped as
+//! `plans/uec-128.toml` and `plans/uec-1024.toml`.
 
 use core::fmt::Write as _;
+use std::sync::Arc;
 
+use mrc_transport::config::SelectorKind;
 use serde_json::json;
 
 use super::{ExpError, ExpOpts, Scenario, Transport, require_intact, run_scenario, write_results};
@@ -43,10 +48,12 @@ pub fn uec_toml(name: &str, racks: u16, spines: u16, hosts_per_rack: u16) -> Str
     )
 }
 
-/// One fabric size.
+/// One fabric size with one EV selection policy.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Row {
     pub hosts: u32,
+    /// `default` (the engine's: spraying in SRv6 mode) or `recycle`.
+    pub selector: &'static str,
     pub ideal_fct_us: f64,
     pub median_fct_us: f64,
     pub p99_fct_us: f64,
@@ -71,65 +78,89 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     } else {
         &[(4, 32, 32), (32, 32, 32)]
     };
-    let size = if o.quick { 256 * 1024 } else { FLOW_BYTES };
+    let size = if o.quick { 1 << 20 } else { FLOW_BYTES };
     let mut rows = Vec::new();
+    let variants = [("default", None), ("recycle", Some(SelectorKind::Recycle))];
     for &(racks, spines, hpr) in sizes {
-        let hosts = u32::from(racks) * u32::from(hpr);
-        let t = Transport::Mrc;
-        let plan = uec_toml(&format!("uec-{hosts}"), racks, spines, hpr);
-        let sc = Scenario {
-            name: format!("MRC {hosts} hosts"),
-            plan,
-            cfg: t.sim_config(o.seed),
-            msgs: permutation(hosts, size, SimTime::ZERO, o.seed),
-            opts: t.workload(1),
-            faults: Vec::new(),
-            limit: SimTime(100_000_000_000),
-        };
-        let out = run_scenario(&sc, Some(&dir.join(format!("mrc_{hosts}"))), o.progress)?;
-        require_intact(&out, false)?;
-        let r = &out.report;
-        let ep = out.sim.endpoint(0);
-        let (frame, mtu) = (
-            ep.max_frame_len() as u64,
-            u64::from(ep.config().payload_mtu),
-        );
-        let wire_bytes = size + size.div_ceil(mtu) * (frame - mtu);
-        let rtt = SimConfig::unloaded_rtt(out.sim.plan(), frame as usize);
-        let ideal_fct_us =
-            wire_bytes as f64 * 8.0 / (f64::from(GBPS) * 1000.0) + rtt.as_nanos() as f64 / 1000.0;
-        rows.push(Row {
-            hosts,
-            ideal_fct_us,
-            median_fct_us: r.fct.median_us,
-            p99_fct_us: r.fct.p99_us,
-            p99_of_ideal: r.fct.p99_us / ideal_fct_us,
-            trimmed: r.fabric.switch_ports.trimmed,
-            ecn_marked: r.fabric.switch_ports.ecn_marked,
-            retransmits: r.plane_counters.iter().map(|p| p.retransmits).sum(),
-            evs_retired: r.plane_counters.iter().map(|p| p.evs_retired).sum(),
-            p99_queue_bytes: r
-                .queues
-                .iter()
-                .map(|q| q.mean_p99_bytes)
-                .fold(0.0, f64::max),
-            completed: r.fct.completed,
-            flows: r.fct.flows,
-        });
+        for (selector, kind) in variants {
+            let hosts = u32::from(racks) * u32::from(hpr);
+            let t = Transport::Mrc;
+            let plan = uec_toml(&format!("uec-{hosts}"), racks, spines, hpr);
+            let mut cfg = t.sim_config(o.seed);
+            if let Some(kind) = kind {
+                let base = cfg.endpoint_tweak.take();
+                cfg.endpoint_tweak = Some(Arc::new(move |h, c| {
+                    if let Some(base) = &base {
+                        base(h, c);
+                    }
+                    for p in &mut c.ev_profiles {
+                        p.selector = kind;
+                    }
+                }));
+            }
+            let (name, out_dir) = match kind {
+                None => (format!("MRC {hosts} hosts"), format!("mrc_{hosts}")),
+                Some(_) => (
+                    format!("MRC {hosts} hosts, {selector}"),
+                    format!("mrc_{hosts}_{selector}"),
+                ),
+            };
+            let sc = Scenario {
+                name,
+                plan,
+                cfg,
+                msgs: permutation(hosts, size, SimTime::ZERO, o.seed),
+                opts: t.workload(1),
+                faults: Vec::new(),
+                limit: SimTime(100_000_000_000),
+            };
+            let out = run_scenario(&sc, Some(&dir.join(out_dir)), o.progress)?;
+            require_intact(&out, false)?;
+            let r = &out.report;
+            let ep = out.sim.endpoint(0);
+            let (frame, mtu) = (
+                ep.max_frame_len() as u64,
+                u64::from(ep.config().payload_mtu),
+            );
+            let wire_bytes = size + size.div_ceil(mtu) * (frame - mtu);
+            let rtt = SimConfig::unloaded_rtt(out.sim.plan(), frame as usize);
+            let ideal_fct_us = wire_bytes as f64 * 8.0 / (f64::from(GBPS) * 1000.0)
+                + rtt.as_nanos() as f64 / 1000.0;
+            rows.push(Row {
+                hosts,
+                selector,
+                ideal_fct_us,
+                median_fct_us: r.fct.median_us,
+                p99_fct_us: r.fct.p99_us,
+                p99_of_ideal: r.fct.p99_us / ideal_fct_us,
+                trimmed: r.fabric.switch_ports.trimmed,
+                ecn_marked: r.fabric.switch_ports.ecn_marked,
+                retransmits: r.plane_counters.iter().map(|p| p.retransmits).sum(),
+                evs_retired: r.plane_counters.iter().map(|p| p.evs_retired).sum(),
+                p99_queue_bytes: r
+                    .queues
+                    .iter()
+                    .map(|q| q.mean_p99_bytes)
+                    .fold(0.0, f64::max),
+                completed: r.fct.completed,
+                flows: r.fct.flows,
+            });
+        }
     }
     let mut table = format!(
         "# UEC-style fabric: one {GBPS} Gb/s plane, 1 µs links, one-BDP buffers, ECN 0.2–0.8 BDP; \
          permutation of {} KB flows, MRC\n\n\
-         | hosts | ideal FCT µs | median FCT µs | p99 FCT µs | p99 / ideal | trimmed | ECN marked | \
-         retransmitted | EVs retired | worst hop's p99 queue KB | done |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+         | hosts | EV selection | ideal FCT µs | median FCT µs | p99 FCT µs | p99 / ideal | trimmed | \
+         ECN marked | retransmitted | EVs retired | worst hop's p99 queue KB | done |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
         size / 1000
     );
     for r in &rows {
         let _ = writeln!(
             table,
-            "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {} | {} | {} | {:.1} | {}/{} |",
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {} | {} | {} | {:.1} | {}/{} |",
             r.hosts,
+            r.selector,
             r.ideal_fct_us,
             r.median_fct_us,
             r.p99_fct_us,
