@@ -22,7 +22,7 @@ skipped() {
   local n
   n=$(sort -u "$MRC_SKIP_LOG" | grep -c . || true)
   if [ "$n" -gt 0 ]; then
-    echo "== $n tests skipped (run as root, with scripts/install-deps.sh's packages, to run them):"
+    echo "== $n tests skipped (run as root, with scripts/install-deps.sh's packages, on a kernel with SRv6, to run them):"
     sort -u "$MRC_SKIP_LOG" | awk -F '\t' '{ printf "  %s: %s\n", $1, $2 }'
   fi
   rm -f "$MRC_SKIP_LOG"
