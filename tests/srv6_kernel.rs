@@ -9,8 +9,8 @@
 //!
 //! Needs root, `ip` and /usr/bin/python3 with scapy: otherwise skipped with a message, or
 //! failed under `MRC_REQUIRE_ALL=1`; and a kernel with SRv6 (CONFIG_IPV6_SEG6_LWTUNNEL):
-//! otherwise skipped and listed, whatever the variable says. Namespaces carry a unique prefix and a Drop guard removes
-//! them, also when the test fails.
+//! otherwise skipped and listed, whatever the variable says. Namespaces carry a unique prefix
+//! and a Drop guard removes them, also when the test fails.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -80,8 +80,7 @@ fn prerequisites(test: &str) -> bool {
             return false;
         }
     }
-    if let Some(what) = mrc_tests::kernel_srv6_lacking() {
-        mrc_tests::skip_lacking(test, what);
+    if !mrc_tests::has_kernel_srv6(test) {
         return false;
     }
     true

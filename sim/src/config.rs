@@ -3,7 +3,7 @@
 //! free-form `[sim]` table can set the same knobs (see [`SimConfig::from_plan`]).
 
 use mrc_srv6::plan::{LinkParams, LinkTier, Plan};
-use mrc_transport::wire::WireConfig;
+use mrc_transport::wire::{self, WireConfig};
 use mrc_transport::{Duration, EndpointConfig};
 
 use crate::port::{EcnProfile, PortModel, TrimMode};
@@ -23,7 +23,13 @@ pub mod defaults {
 }
 
 /// Bytes of a SACK frame: Ethernet, outer and inner IPv6, UDP, BTH, SETH and CC_STATE, ICRC.
-const SACK_FRAME_BYTES: usize = 14 + 40 + 40 + 8 + 12 + 28 + 8 + 4;
+const SACK_FRAME_BYTES: usize = 14
+    + 2 * 40
+    + wire::UDP_HEADER_LEN
+    + wire::BTH_LEN
+    + wire::SETH_LEN
+    + wire::CC_STATE_LEN
+    + wire::icrc::ICRC_LEN;
 
 /// How switches pick the next hop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,6 +168,20 @@ impl SimConfig {
             ecn,
             trim,
         }
+    }
+
+    /// Adds `tweak` to the engine configuration hook, after any tweak already set.
+    pub fn tweak_endpoints(
+        &mut self,
+        tweak: impl Fn(u32, &mut EndpointConfig) + Send + Sync + 'static,
+    ) {
+        let before = self.endpoint_tweak.take();
+        self.endpoint_tweak = Some(std::sync::Arc::new(move |h, c| {
+            if let Some(before) = &before {
+                before(h, c);
+            }
+            tweak(h, c);
+        }));
     }
 
     /// The fabric's longest unloaded round trip (issue #14): a `frame_bytes` frame from a host

@@ -43,8 +43,8 @@ pub mod workload;
 pub use app::{Application, Verbs};
 pub use config::{Routing, SimConfig};
 pub use fault::{Fault, FaultKind, Impairment, parse_faults};
+pub use report::QueueLevels;
 pub use sim::{
-    Conn, ConnOpts, Delivery, EvChange, FabricCounters, QpEnd, QueueLevels, RunLimit, RunSummary,
-    Sim, SimError,
+    Conn, ConnOpts, Delivery, EvChange, FabricCounters, QpEnd, RunLimit, RunSummary, Sim, SimError,
 };
 pub use time::SimTime;

@@ -1,6 +1,6 @@
 //! Reports of a run: per-flow completion times (min, median, p99, max), delivered bytes over
-//! time per plane, queued bytes by hop over time, per-EV health timelines, fabric and engine counters; written as a text
-//! table, as JSON for tooling and as SVG plots. Nothing here reads a clock: the same run gives
+//! time per plane, queued bytes by hop over time, per-EV health timelines, fabric and engine
+//! counters; written as a text table, as JSON for tooling and as SVG plots. Nothing here reads a clock: the same run gives
 //! byte-identical files.
 
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use mrc_transport::ev::EvState;
 use mrc_transport::stats::PlaneStats;
 
 use crate::fabric::QueueTier;
-use crate::sim::{FabricCounters, QueueLevels, Sim};
+use crate::sim::{FabricCounters, Sim};
 use crate::svg::{Chart, Series, decimate};
 
 /// Points kept per time series in reports and plots (longer series are averaged down).
@@ -36,7 +36,10 @@ impl Recorder {
         }
         self.samples
             .push((sim.now(), sim.plane_delivered_bytes().to_vec()));
-        self.queues.push((sim.now(), sim.queue_occupancy()));
+        let mut by_tier: [Vec<u64>; 4] = Default::default();
+        sim.queued_bytes_by_tier(&mut by_tier);
+        self.queues
+            .push((sim.now(), by_tier.map(|mut v| QueueLevels::of(&mut v))));
     }
 
     /// The queue-occupancy series of each hop, summarised.
@@ -93,6 +96,34 @@ impl Recorder {
     }
 }
 
+/// The `q` quantile of `sorted` by nearest rank (a real sample, never an interpolation);
+/// `None` when it is empty.
+fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    let rank = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len().max(1));
+    sorted.get(rank - 1).copied()
+}
+
+/// Queued bytes over a set of ports at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct QueueLevels {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl QueueLevels {
+    /// The levels of `v` (reordered); all zero when it is empty.
+    pub fn of(v: &mut [u64]) -> Self {
+        v.sort_unstable();
+        let pick = |q: f64| nearest_rank(v, q).unwrap_or(0);
+        Self {
+            p50: pick(0.5),
+            p99: pick(0.99),
+            max: v.last().copied().unwrap_or(0),
+        }
+    }
+}
+
 /// Completion-time statistics, microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
 pub struct FctStats {
@@ -113,13 +144,7 @@ impl FctStats {
             .filter_map(|r| r.fct_ns().map(|n| n as f64 / 1000.0))
             .collect();
         v.sort_by(f64::total_cmp);
-        let pick = |q: f64| {
-            if v.is_empty() {
-                0.0
-            } else {
-                v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
-            }
-        };
+        let pick = |q: f64| nearest_rank(&v, q).unwrap_or(0.0);
         Self {
             flows: records.len(),
             completed: v.len(),

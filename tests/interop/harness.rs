@@ -121,8 +121,7 @@ pub fn prerequisites(test: &str, extra: &[Check<'_>]) -> Option<Tools> {
             return None;
         }
     }
-    if let Some(what) = mrc_tests::kernel_srv6_lacking() {
-        mrc_tests::skip_lacking(test, what);
+    if !mrc_tests::has_kernel_srv6(test) {
         return None;
     }
     match Tools::find() {

@@ -12,6 +12,18 @@ use std::time::{Duration, Instant};
 // The skip rule (skip, or fail under `MRC_REQUIRE_ALL=1`; recorded for scripts/test.sh).
 pub use mrc_skip::{is_root, require_all, runs, skip, skip_lacking};
 
+/// `true` if the kernel can run SRv6 ([`kernel_srv6_lacking`]); otherwise `test` is skipped
+/// ([`skip_lacking`]: whatever `MRC_REQUIRE_ALL` says, no package brings a kernel feature).
+pub fn has_kernel_srv6(test: &str) -> bool {
+    match kernel_srv6_lacking() {
+        Some(what) => {
+            skip_lacking(test, what);
+            false
+        }
+        None => true,
+    }
+}
+
 /// What this machine lacks to run the Linux kernel's SRv6 (the kernel-switch tests' uN/uA
 /// switches and encapsulating hosts), `None` when it has it or cannot tell (not root, no
 /// iproute2: the tests' own checks say so). Probed once per test binary, in a namespace of its

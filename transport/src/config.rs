@@ -349,7 +349,6 @@ pub struct EndpointConfig {
 }
 
 impl EndpointConfig {
-    /// A configuration with every default, for a NIC at `nic_addr` with these ports.
     /// The largest frame an endpoint with this configuration writes (what a transmit buffer
     /// must hold).
     pub fn max_frame_len(&self) -> usize {
@@ -358,6 +357,7 @@ impl EndpointConfig {
         14 + 40 + 24 + 40 + 8 + BTH_LEN + 36 + self.payload_mtu as usize + 3 + ICRC_LEN
     }
 
+    /// A configuration with every default, for a NIC at `nic_addr` with these ports.
     pub fn new(seed: u64, nic_addr: Ipv6Addr, ports: Vec<PortConfig>, path_mode: PathMode) -> Self {
         Self {
             seed,

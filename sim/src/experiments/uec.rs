@@ -9,7 +9,7 @@
 //! `plans/uec-128.toml` and `plans/uec-1024.toml`.
 
 use core::fmt::Write as _;
-use std::sync::Arc;
+use std::path::Path;
 
 use mrc_transport::config::SelectorKind;
 use serde_json::json;
@@ -80,71 +80,9 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     };
     let size = if o.quick { 1 << 20 } else { FLOW_BYTES };
     let mut rows = Vec::new();
-    let variants = [("default", None), ("recycle", Some(SelectorKind::Recycle))];
-    for &(racks, spines, hpr) in sizes {
-        for (selector, kind) in variants {
-            let hosts = u32::from(racks) * u32::from(hpr);
-            let t = Transport::Mrc;
-            let plan = uec_toml(&format!("uec-{hosts}"), racks, spines, hpr);
-            let mut cfg = t.sim_config(o.seed);
-            if let Some(kind) = kind {
-                let base = cfg.endpoint_tweak.take();
-                cfg.endpoint_tweak = Some(Arc::new(move |h, c| {
-                    if let Some(base) = &base {
-                        base(h, c);
-                    }
-                    for p in &mut c.ev_profiles {
-                        p.selector = kind;
-                    }
-                }));
-            }
-            let (name, out_dir) = match kind {
-                None => (format!("MRC {hosts} hosts"), format!("mrc_{hosts}")),
-                Some(_) => (
-                    format!("MRC {hosts} hosts, {selector}"),
-                    format!("mrc_{hosts}_{selector}"),
-                ),
-            };
-            let sc = Scenario {
-                name,
-                plan,
-                cfg,
-                msgs: permutation(hosts, size, SimTime::ZERO, o.seed),
-                opts: t.workload(1),
-                faults: Vec::new(),
-                limit: SimTime(100_000_000_000),
-            };
-            let out = run_scenario(&sc, Some(&dir.join(out_dir)), o.progress)?;
-            require_intact(&out, false)?;
-            let r = &out.report;
-            let ep = out.sim.endpoint(0);
-            let (frame, mtu) = (
-                ep.max_frame_len() as u64,
-                u64::from(ep.config().payload_mtu),
-            );
-            let wire_bytes = size + size.div_ceil(mtu) * (frame - mtu);
-            let rtt = SimConfig::unloaded_rtt(out.sim.plan(), frame as usize);
-            let ideal_fct_us = wire_bytes as f64 * 8.0 / (f64::from(GBPS) * 1000.0)
-                + rtt.as_nanos() as f64 / 1000.0;
-            rows.push(Row {
-                hosts,
-                selector,
-                ideal_fct_us,
-                median_fct_us: r.fct.median_us,
-                p99_fct_us: r.fct.p99_us,
-                p99_of_ideal: r.fct.p99_us / ideal_fct_us,
-                trimmed: r.fabric.switch_ports.trimmed,
-                ecn_marked: r.fabric.switch_ports.ecn_marked,
-                retransmits: r.plane_counters.iter().map(|p| p.retransmits).sum(),
-                evs_retired: r.plane_counters.iter().map(|p| p.evs_retired).sum(),
-                p99_queue_bytes: r
-                    .queues
-                    .iter()
-                    .map(|q| q.mean_p99_bytes)
-                    .fold(0.0, f64::max),
-                completed: r.fct.completed,
-                flows: r.fct.flows,
-            });
+    for &fabric in sizes {
+        for selector in [None, Some(SelectorKind::Recycle)] {
+            rows.push(run_one(o, &dir, fabric, size, selector)?);
         }
     }
     let mut table = format!(
@@ -178,6 +116,77 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     Ok(rows)
 }
 
+/// One run: the `(racks, spines, hosts per rack)` fabric, a permutation of `size`-byte
+/// flows, with the engine's default EV selection or `selector`.
+fn run_one(
+    o: &ExpOpts,
+    dir: &Path,
+    (racks, spines, hpr): (u16, u16, u16),
+    size: u64,
+    selector: Option<SelectorKind>,
+) -> Result<Row, ExpError> {
+    let hosts = u32::from(racks) * u32::from(hpr);
+    let t = Transport::Mrc;
+    let mut cfg = t.sim_config(o.seed);
+    let (label, name, out_dir) = match selector {
+        None => (
+            "default",
+            format!("MRC {hosts} hosts"),
+            format!("mrc_{hosts}"),
+        ),
+        Some(kind) => {
+            cfg.tweak_endpoints(move |_, c| {
+                c.ev_profiles.iter_mut().for_each(|p| p.selector = kind);
+            });
+            (
+                "recycle",
+                format!("MRC {hosts} hosts, recycle"),
+                format!("mrc_{hosts}_recycle"),
+            )
+        }
+    };
+    let sc = Scenario {
+        name,
+        plan: uec_toml(&format!("uec-{hosts}"), racks, spines, hpr),
+        cfg,
+        msgs: permutation(hosts, size, SimTime::ZERO, o.seed),
+        opts: t.workload(1),
+        faults: Vec::new(),
+        limit: SimTime(100_000_000_000),
+    };
+    let out = run_scenario(&sc, Some(&dir.join(out_dir)), o.progress)?;
+    require_intact(&out, false)?;
+    let r = &out.report;
+    let ep = out.sim.endpoint(0);
+    let (frame, mtu) = (
+        ep.max_frame_len() as u64,
+        u64::from(ep.config().payload_mtu),
+    );
+    let wire_bytes = size + size.div_ceil(mtu) * (frame - mtu);
+    let rtt = SimConfig::unloaded_rtt(out.sim.plan(), frame as usize);
+    let ideal_fct_us =
+        wire_bytes as f64 * 8.0 / (f64::from(GBPS) * 1000.0) + rtt.as_nanos() as f64 / 1000.0;
+    Ok(Row {
+        hosts,
+        selector: label,
+        ideal_fct_us,
+        median_fct_us: r.fct.median_us,
+        p99_fct_us: r.fct.p99_us,
+        p99_of_ideal: r.fct.p99_us / ideal_fct_us,
+        trimmed: r.fabric.switch_ports.trimmed,
+        ecn_marked: r.fabric.switch_ports.ecn_marked,
+        retransmits: r.plane_counters.iter().map(|p| p.retransmits).sum(),
+        evs_retired: r.plane_counters.iter().map(|p| p.evs_retired).sum(),
+        p99_queue_bytes: r
+            .queues
+            .iter()
+            .map(|q| q.mean_p99_bytes)
+            .fold(0.0, f64::max),
+        completed: r.fct.completed,
+        flows: r.fct.flows,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,7 +195,7 @@ mod tests {
     fn the_shipped_plans_are_the_experiments_own() {
         let shipped = |f: &str| {
             std::fs::read_to_string(
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                Path::new(env!("CARGO_MANIFEST_DIR"))
                     .join("../plans")
                     .join(f),
             )

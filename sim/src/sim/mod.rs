@@ -413,15 +413,15 @@ impl Sim {
         Ok(self.fabric.ports[p as usize].stats)
     }
 
-    /// The queues of every egress port now, by hop: for each [`QueueTier`](crate::fabric::QueueTier) (in
-    /// [`QueueTier::ALL`](crate::fabric::QueueTier::ALL)'s order) the median, 99th percentile and largest queued bytes over
-    /// its ports (issue #14's queue-occupancy series).
-    pub fn queue_occupancy(&self) -> [QueueLevels; 4] {
-        let mut by_tier: [Vec<u64>; 4] = Default::default();
+    /// The bytes queued at every egress port now, by hop: `out[tier]` for each
+    /// [`QueueTier`](crate::fabric::QueueTier) in
+    /// [`QueueTier::ALL`](crate::fabric::QueueTier::ALL)'s order, one entry per port (issue
+    /// #14's queue-occupancy series; the vectors are cleared first and keep their capacity).
+    pub fn queued_bytes_by_tier(&self, out: &mut [Vec<u64>; 4]) {
+        out.iter_mut().for_each(Vec::clear);
         for (port, tier) in self.fabric.ports.iter().zip(&self.fabric.tiers) {
-            by_tier[*tier as usize].push(port.queued_bytes());
+            out[*tier as usize].push(port.queued_bytes());
         }
-        by_tier.map(|mut v| QueueLevels::of(&mut v))
     }
 
     /// Fabric-wide counters.
@@ -485,30 +485,6 @@ impl Sim {
     /// Frame buffers the run ever needed at once (the pool never shrinks).
     pub fn peak_frames(&self) -> usize {
         self.pool.peak()
-    }
-}
-
-/// Queued bytes over a set of ports at one instant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub struct QueueLevels {
-    pub p50: u64,
-    pub p99: u64,
-    pub max: u64,
-}
-
-impl QueueLevels {
-    /// The levels of `v` (reordered); all zero when it is empty.
-    pub fn of(v: &mut [u64]) -> Self {
-        if v.is_empty() {
-            return Self::default();
-        }
-        v.sort_unstable();
-        let pick = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1];
-        Self {
-            p50: pick(0.5),
-            p99: pick(0.99),
-            max: v[v.len() - 1],
-        }
     }
 }
 

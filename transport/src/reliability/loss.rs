@@ -4,8 +4,8 @@
 //! path's [`RttEstimator`]): sprayed paths differ by their queues, and a packet on a path with
 //! a queue is late, not lost. Inference also asks the path whether a packet sent on it later
 //! was delivered ([`PathEvidence`]): one path delivers in order, so only then is a hole on it
-//! a drop at once; otherwise it waits another RTT. What a loss does to its EV is the EV health table's business
-//! (`ev/health.rs`); the flight's scoreboard provides the oldest transmission and the RACK
+//! a drop at once; otherwise it waits a quarter RTT more. What a loss does to its EV is the
+//! EV health table's business (`ev/health.rs`); the flight's scoreboard provides the oldest transmission and the RACK
 //! reference (`flight.rs`).
 
 use super::{Flight, FlightEntry, RttEstimator};
@@ -94,8 +94,8 @@ impl LossDetection {
     }
 
     /// RACK inference (brief §3.6): packets sent before the latest delivered one and out for
-    /// longer than the RTT (the path's, if longer; twice that without a later delivery on
-    /// their own path) plus the reordering window go to `lost`.
+    /// longer than the RTT (the path's, if longer; a quarter more without a later delivery
+    /// on their own path) plus the reordering window go to `lost`.
     pub fn infer(
         &self,
         flight: &mut Flight,
