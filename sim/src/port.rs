@@ -59,8 +59,13 @@ pub struct PortStats {
     pub tail_dropped: u64,
     /// Lost to the link's random loss.
     pub lost: u64,
+    /// Of those, frames of a data class (see [`Self::down_dropped_data`]).
+    pub lost_data: u64,
     /// Lost because the link was down (queued, on the wire, or offered).
     pub down_dropped: u64,
+    /// Of those, frames of a data class (Writes and probes; not control, not trimmed): what a
+    /// dying link took of the transfers, as "packets lost" counts it (issue #14).
+    pub down_dropped_data: u64,
     /// Most bytes queued at once.
     pub peak_queue_bytes: u64,
     /// Frames the link delivered twice ([`crate::Impairment::Duplicate`]).
@@ -149,6 +154,8 @@ impl Port {
     ) -> Admission {
         if !self.up {
             self.stats.down_dropped += 1;
+            let ip = pool.frame(pkt).get(ETHERNET_HEADER_LEN..).unwrap_or(&[]);
+            self.stats.down_dropped_data += u64::from(is_data_class(ip, wire));
             pool.free(pkt);
             return Admission::Dropped;
         }
@@ -249,6 +256,8 @@ impl Port {
     pub fn go_down(&mut self, pool: &mut Pool) {
         let lost = self.data.len() + self.prio.len();
         self.stats.down_dropped += lost as u64;
+        // The data queue holds data classes only; the priority queue control and trimmed.
+        self.stats.down_dropped_data += self.data.len() as u64;
         for p in self.data.drain(..).chain(self.prio.drain(..)) {
             pool.free(p);
         }
@@ -257,4 +266,14 @@ impl Port {
         self.up = false;
         self.epoch = self.epoch.wrapping_add(1);
     }
+}
+
+/// A frame of a data class (a Write or probe on a data DSCP, not trimmed), by its outer DSCP,
+/// as a switch classifies it. `ip`: the frame from its IPv6 header on.
+pub(crate) fn is_data_class(ip: &[u8], wire: &WireConfig) -> bool {
+    Ipv6Packet::new_checked(ip).is_ok_and(|ip| {
+        let d = ip.dscp();
+        let w = &wire.dscp;
+        d == w.trimmable || d == w.retransmission || d == w.no_trim
+    })
 }

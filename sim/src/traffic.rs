@@ -287,6 +287,42 @@ pub fn permutation(hosts: u32, size: u64, start: SimTime, seed: u64) -> Vec<Mess
         .collect()
 }
 
+/// A random permutation in which nobody sends inside its own rack (of `hosts_per_rack`
+/// consecutive hosts): every flow crosses the T1 tier, where the path-failure experiments put
+/// their faults. Drawn from `seed` by rejection (a random derangement until none stays home).
+pub fn cross_rack_permutation(
+    hosts: u32,
+    hosts_per_rack: u32,
+    size: u64,
+    start: SimTime,
+    seed: u64,
+) -> Vec<Message> {
+    assert!(
+        hosts_per_rack > 0 && hosts >= 2 * hosts_per_rack,
+        "a cross-rack permutation needs two racks"
+    );
+    let mut rng = SimRng::new(seed);
+    let mut dst: Vec<u32> = (0..hosts).collect();
+    loop {
+        rng.shuffle(&mut dst);
+        if dst
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| i as u32 / hosts_per_rack != d / hosts_per_rack)
+        {
+            break;
+        }
+    }
+    (0..hosts)
+        .map(|src| Message {
+            src,
+            dst: dst[src as usize],
+            start,
+            size,
+        })
+        .collect()
+}
+
 /// `senders` each send `size` bytes to `dst`, all at `start`.
 pub fn incast(senders: &[u32], dst: u32, size: u64, start: SimTime) -> Vec<Message> {
     senders
@@ -399,5 +435,15 @@ mod tests {
         assert_eq!(p, permutation(16, 100, SimTime::ZERO, 3));
         assert_eq!(all_to_all(4, 1, SimTime::ZERO).len(), 12);
         assert_eq!(incast(&[1, 2, 3], 0, 9, SimTime::ZERO).len(), 3);
+        // Cross-rack: a permutation still, nobody inside its own rack of 8.
+        let x = cross_rack_permutation(32, 8, 100, SimTime::ZERO, 5);
+        let mut seen = [false; 32];
+        for m in &x {
+            assert_ne!(m.src / 8, m.dst / 8, "{m:?} stays in its rack");
+            assert!(!seen[m.dst as usize], "each host receives once");
+            seen[m.dst as usize] = true;
+        }
+        assert_eq!(x.len(), 32);
+        assert_eq!(x, cross_rack_permutation(32, 8, 100, SimTime::ZERO, 5));
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use mrc_sim::experiments::{ExpOpts, failover, incast, load_balance, loss, scale, uec};
+use mrc_sim::experiments::{ExpOpts, failover, incast, load_balance, loss, paths, scale, uec};
 
 /// A scratch results directory, removed when dropped (also on failure).
 struct Scratch(PathBuf);
@@ -181,6 +181,35 @@ fn uec_quick() {
     );
     let f = files(&s.0.join("uec"));
     for want in ["results.json", "results.md", "mrc_32", "mrc_32_recycle"] {
+        assert!(f.iter().any(|x| x == want), "{want} in {f:?}");
+    }
+}
+
+/// Path failures in both modes (issue #14), quick form: every run completes intact; a fault
+/// retires EVs only on the planes it touched (the dead links' and the gray link's), never on
+/// the others; the gray link, which drops one frame in five and delivers the rest, is retired
+/// on its loss rate; and the data a dead link took is counted.
+#[test]
+fn paths_quick() {
+    let s = Scratch::new("paths");
+    let rows = paths::run(&s.opts()).unwrap();
+    assert_eq!(rows.len(), 8, "4 faults × 2 modes");
+    for r in &rows {
+        assert_eq!(r.completed, r.flows, "{r:?}");
+        assert_eq!(r.evs_retired_healthy_planes, 0, "{r:?}");
+        match r.fault {
+            paths::PathFault::None => {
+                assert_eq!((r.packets_lost, r.evs_retired_faulted_planes), (0, 0), "{r:?}");
+                assert!((r.p99_of_fault_free - 1.0).abs() < 1e-9, "{r:?}");
+            }
+            _ => {
+                assert!(r.packets_lost > 0 && r.retransmits > 0, "{r:?}");
+                assert!(r.evs_retired_faulted_planes > 0, "{r:?}");
+            }
+        }
+    }
+    let f = files(&s.0.join("paths"));
+    for want in ["results.json", "results.md", "srv6_none", "ecmp_gray_link"] {
         assert!(f.iter().any(|x| x == want), "{want} in {f:?}");
     }
 }

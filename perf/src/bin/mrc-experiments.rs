@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 use mrc_apps::{bail_usage, out, tool, usage};
 use mrc_sim::experiments::{
-    ExpError, ExpOpts, Scenario, Transport, failover, incast, load_balance, loss, run_scenario,
-    scale, uec,
+    ExpError, ExpOpts, Scenario, Transport, failover, incast, load_balance, loss, paths,
+    run_scenario, scale, uec,
 };
 use mrc_sim::{SimTime, fault, traffic, workload};
 use mrc_srv6::plan::{Plan, SMALL_PLAN_TOML};
@@ -42,6 +42,8 @@ enum Experiment {
     Scale,
     /// The UEC simulator's fabric (one 400G plane, one-BDP buffers): p99 FCT against the ideal.
     Uec,
+    /// Dead links, three dead links and a gray link, in SRv6 and in ECMP mode.
+    Paths,
     /// Every experiment, in this order.
     All,
     /// One run of a plan, a traffic file and a fault file (see --plan, --traffic, --faults).
@@ -58,6 +60,7 @@ impl Experiment {
             Self::Loss => "loss",
             Self::Scale => "scale",
             Self::Uec => "uec",
+            Self::Paths => "paths",
             Self::All | Self::Run => "",
         }
     }
@@ -233,6 +236,7 @@ fn run_one(e: Experiment, o: &ExpOpts) -> anyhow::Result<()> {
         Experiment::Loss => loss::run(o).map(drop),
         Experiment::Scale => scale::run(o).map(drop),
         Experiment::Uec => uec::run(o).map(drop),
+        Experiment::Paths => paths::run(o).map(drop),
         Experiment::All | Experiment::Run => unreachable!("not a single experiment"),
     }
     .map_err(exp_error)?;
@@ -269,6 +273,7 @@ fn run(a: &Args) -> anyhow::Result<()> {
             Experiment::Loss,
             Experiment::Scale,
             Experiment::Uec,
+            Experiment::Paths,
         ],
         e => vec![e],
     };

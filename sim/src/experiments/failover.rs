@@ -54,10 +54,14 @@ pub struct Flap {
 /// A run's simulator, report and the watched hosts' goodput samples `(t_us, Gb/s)`.
 type Watched = (Sim, Report, Vec<(f64, f64)>);
 
-fn lost_on(sim: &Sim, a: NodeId, b: NodeId) -> u64 {
-    let x = sim.link_stats(a, b).map_or(0, |s| s.down_dropped + s.lost);
-    let y = sim.link_stats(b, a).map_or(0, |s| s.down_dropped + s.lost);
-    x + y
+/// Data frames (Writes and probes; not SACKs or other control) the link between `a` and `b`
+/// dropped, both ways: down, or to its random loss.
+pub(super) fn data_lost_on(sim: &Sim, a: NodeId, b: NodeId) -> u64 {
+    let one = |x, y| {
+        sim.link_stats(x, y)
+            .map_or(0, |s| s.down_dropped_data + s.lost_data)
+    };
+    one(a, b) + one(b, a)
 }
 
 /// Run a scenario with a per-sample observer of the bytes delivered to `watch` hosts.
@@ -186,7 +190,7 @@ pub fn run(o: &ExpOpts) -> Result<(Failure, Flap), ExpError> {
             .find(|x| x.1 >= 0.9 * before_gbps)
             .map(|x| x.0 - fail_t),
     };
-    let lost = lost_on(&sim, a, b) + sim.fabric_counters().lost_in_flight;
+    let lost = data_lost_on(&sim, a, b) + sim.fabric_counters().lost_in_flight_data;
     let rtx = retransmits(&report);
     let mtu = u64::from(sim.endpoint(0).config().payload_mtu);
     let failure = Failure {
@@ -255,7 +259,7 @@ pub fn run(o: &ExpOpts) -> Result<(Failure, Flap), ExpError> {
         let (sim, report, _) = run_watching(&sc, &watch, 20_000_000, o.progress)?;
         report.write(&dir.join(name.replace(' ', "_")))?;
         runs.push((
-            lost_on(&sim, a, b) + sim.fabric_counters().lost_in_flight,
+            data_lost_on(&sim, a, b) + sim.fabric_counters().lost_in_flight_data,
             report,
         ));
     }
@@ -274,11 +278,11 @@ pub fn run(o: &ExpOpts) -> Result<(Failure, Flap), ExpError> {
     let table = format!(
         "# Failover ({hosts} hosts, {planes} planes × {gbps} Gb/s, MRC)\n\n\
          ## A T0–T1 link dies at {fail_t} µs (permutation, {} KiB per flow)\n\n\
-         | recovery (µs) | affected-flow goodput before / dip (Gb/s) | affected QPs | packets lost | lost per affected QP | retransmitted packets | retransmitted bytes | EVs retired | done |\n\
+         | recovery (µs) | affected-flow goodput before / dip (Gb/s) | affected QPs | data packets lost | lost per affected QP | retransmitted packets | retransmitted bytes | EVs retired | done |\n\
          |---|---|---|---|---|---|---|---|---|\n\
          | {} | {:.0} / {:.0} | {} | {} | {:.2} | {} | {} | {} | {}/{} |\n\n\
          ## A link flapping every {period_us} µs (down {down_us} µs, {flaps} times), {pairs} flows of {} MiB across it\n\n\
-         | packets lost | lost per flap per QP | retransmitted packets | mean FCT µs (flapping) | mean FCT µs (no flap) | done |\n\
+         | data packets lost | lost per flap per QP | retransmitted packets | mean FCT µs (flapping) | mean FCT µs (no flap) | done |\n\
          |---|---|---|---|---|---|\n\
          | {} | {:.2} | {} | {:.1} | {:.1} | {}/{} |\n",
         size / 1024,

@@ -9,12 +9,14 @@
 //! | [`failover`] | a T0–T1 link dies mid-transfer; a flapping link | #1, #7, #13 |
 //! | [`incast`] | 7→1 incast plus a victim sharing the target's T0 | #19 |
 //! | [`loss`] | 0.1 % and 1 % random loss on every link | #17 |
+//! | [`paths`] | dead links, three dead links, a gray link; SRv6 and ECMP modes | #1, #7, #13 |
 //! | [`scale`] | 128, 512, 1024 hosts, 2 MB permutation: wall time, events/s | — |
 
 pub mod failover;
 pub mod incast;
 pub mod load_balance;
 pub mod loss;
+pub mod paths;
 pub mod scale;
 pub mod uec;
 
@@ -72,6 +74,30 @@ pub fn fabric_toml(
     gbps: u32,
     buffer: u64,
 ) -> String {
+    fabric_toml_with(
+        name,
+        planes,
+        racks,
+        spines,
+        hosts_per_rack,
+        gbps,
+        buffer,
+        (100, 600),
+    )
+}
+
+/// [`fabric_toml`] with the one-way latency of host links and of fabric links, ns.
+#[allow(clippy::too_many_arguments)]
+pub fn fabric_toml_with(
+    name: &str,
+    planes: u8,
+    racks: u16,
+    spines: u16,
+    hosts_per_rack: u16,
+    gbps: u32,
+    buffer: u64,
+    (host_ns, fabric_ns): (u64, u64),
+) -> String {
     let link = |lat: u64| {
         format!(
             "speed_gbps = {gbps}\nlatency_ns = {lat}\nbuffer_bytes = {buffer}\n\
@@ -84,8 +110,8 @@ pub fn fabric_toml(
         "name = \"{name}\"\nplanes = {planes}\nt0_per_plane = {racks}\nt1_per_plane = {spines}\n\
          hosts_per_t0 = {hosts_per_rack}\nusid_block = \"fcbb:bb00::/32\"\nhost_usids = \"downlink\"\n\
          mtu = 9000\n\n[links.host]\n{}\n[links.fabric]\n{}",
-        link(100),
-        link(600)
+        link(host_ns),
+        link(fabric_ns)
     )
 }
 

@@ -126,6 +126,8 @@ pub struct FabricCounters {
     pub switches: SwitchStats,
     /// Frames that reached a host after their link epoch ended (lost on a failed link).
     pub lost_in_flight: u64,
+    /// Of those, frames of a data class (see [`PortStats::down_dropped_data`]).
+    pub lost_in_flight_data: u64,
 }
 
 /// The simulator. See the module docs.
@@ -146,6 +148,7 @@ pub struct Sim {
     host_delivered: Vec<u64>,
     ev_changes: Vec<EvChange>,
     lost_in_flight: u64,
+    lost_in_flight_data: u64,
     /// Hosts whose application is not done yet.
     apps_running: usize,
     /// Copies of frames delivered to hosts, when capturing.
@@ -250,6 +253,7 @@ impl Sim {
             events: 0,
             ev_changes: Vec::new(),
             lost_in_flight: 0,
+            lost_in_flight_data: 0,
             apps_running: 0,
             captured: None,
         })
@@ -428,6 +432,7 @@ impl Sim {
     pub fn fabric_counters(&self) -> FabricCounters {
         let mut c = FabricCounters {
             lost_in_flight: self.lost_in_flight,
+            lost_in_flight_data: self.lost_in_flight_data,
             ..FabricCounters::default()
         };
         for (port, (owner, _)) in self.fabric.ports.iter().zip(&self.fabric.owner) {
@@ -496,7 +501,9 @@ fn add_port_stats(sum: &mut PortStats, s: &PortStats) {
     sum.trimmed += s.trimmed;
     sum.tail_dropped += s.tail_dropped;
     sum.lost += s.lost;
+    sum.lost_data += s.lost_data;
     sum.down_dropped += s.down_dropped;
+    sum.down_dropped_data += s.down_dropped_data;
     sum.peak_queue_bytes = sum.peak_queue_bytes.max(s.peak_queue_bytes);
     sum.duplicated += s.duplicated;
     sum.corrupted += s.corrupted;

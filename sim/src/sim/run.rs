@@ -2,7 +2,7 @@
 //! engine and application timers, faults, observer samples.
 
 use mrc_srv6::plan::NodeId;
-use mrc_srv6::wire::{ETHERNET_HEADER_LEN, Ipv6Packet};
+use mrc_srv6::wire::ETHERNET_HEADER_LEN;
 
 use super::{Sim, SimError};
 use crate::fabric::Owner;
@@ -183,11 +183,22 @@ impl Sim {
         let Some(pkt) = p.busy.take() else {
             return;
         };
-        if !p.up {
-            p.stats.down_dropped += 1;
-            self.pool.free(pkt);
-        } else if self.rng.chance(p.loss) {
-            p.stats.lost += 1;
+        let up = p.up;
+        if !up || self.rng.chance(p.loss) {
+            let ip = self
+                .pool
+                .frame(pkt)
+                .get(ETHERNET_HEADER_LEN..)
+                .unwrap_or(&[]);
+            let data = u64::from(is_data(ip, &self.cfg));
+            let p = &mut self.fabric.ports[port as usize].stats;
+            if up {
+                p.lost += 1;
+                p.lost_data += data;
+            } else {
+                p.down_dropped += 1;
+                p.down_dropped_data += data;
+            }
             self.pool.free(pkt);
         } else {
             let mut at = self.now.plus_ps(p.model.latency_ps);
@@ -246,6 +257,12 @@ impl Sim {
         let src = &self.fabric.ports[from as usize];
         if src.epoch != epoch || !src.up {
             self.lost_in_flight += 1;
+            let ip = self
+                .pool
+                .frame(pkt)
+                .get(ETHERNET_HEADER_LEN..)
+                .unwrap_or(&[]);
+            self.lost_in_flight_data += u64::from(is_data(ip, &self.cfg));
             self.pool.free(pkt);
             return;
         }
@@ -418,9 +435,5 @@ impl Sim {
 /// A data frame (a Write or probe on a data class, not trimmed): by its outer DSCP, as a
 /// switch classifies it.
 fn is_data(ip: &[u8], cfg: &crate::SimConfig) -> bool {
-    Ipv6Packet::new_checked(ip).is_ok_and(|ip| {
-        let d = ip.dscp();
-        let w = &cfg.wire.dscp;
-        d == w.trimmable || d == w.retransmission || d == w.no_trim
-    })
+    crate::port::is_data_class(ip, &cfg.wire)
 }
