@@ -50,6 +50,11 @@ pub mod defaults {
     /// on it delivered in between, that retire it (a timeout retires at once). One inferred
     /// loss is as often reordering between paths as a dead path; a blackhole loses them all.
     pub const INFERRED_LOSSES_TO_RETIRE: u8 = 3;
+    /// First transmissions inferred lost among the last 16 sent on one EV (and acknowledged or
+    /// found missing) that retire it, deliveries between or not: a gray path, one that drops a
+    /// share of its packets (brief §6.2 #15: 20 % injected drop goes inactive at once). Three
+    /// of 16 is a loss rate near 19 %; at 1 % random loss it happens once in ~1 800 windows.
+    pub const LOSSY_OF_16_TO_RETIRE: u8 = 3;
     /// ECMP mode: EVs failing within [`REMAP_WINDOW`] that are read as a remap of the fabric's
     /// hashing rather than as individual path failures (brief §8.2).
     pub const REMAP_BURST: u16 = 8;
@@ -183,6 +188,9 @@ pub struct EvProfile {
     pub probe_successes: u8,
     /// Consecutive inferred losses that retire an EV ([`defaults::INFERRED_LOSSES_TO_RETIRE`]).
     pub inferred_losses_to_retire: u8,
+    /// Inferred losses among an EV's last 16 first transmissions that retire it, a gray path
+    /// ([`defaults::LOSSY_OF_16_TO_RETIRE`]); 0: only losses in a row do.
+    pub lossy_of_16_to_retire: u8,
     /// ECMP mode: failures within [`Self::remap_window`] read as a remap (brief §8.2).
     pub remap_burst: u16,
     /// ECMP mode: the window of [`Self::remap_burst`].
@@ -216,6 +224,7 @@ impl EvProfile {
             && self.floor_per_plane <= self.active_per_plane
             && self.probe_successes != 0
             && self.inferred_losses_to_retire != 0
+            && self.lossy_of_16_to_retire <= 16
     }
 }
 
@@ -229,6 +238,7 @@ impl Default for EvProfile {
             selector: SelectorKind::Auto,
             probe_successes: defaults::PROBE_SUCCESSES,
             inferred_losses_to_retire: defaults::INFERRED_LOSSES_TO_RETIRE,
+            lossy_of_16_to_retire: defaults::LOSSY_OF_16_TO_RETIRE,
             remap_burst: defaults::REMAP_BURST,
             remap_window: defaults::REMAP_WINDOW,
             explicit: None,
@@ -472,6 +482,10 @@ mod tests {
             },
             EvProfile {
                 inferred_losses_to_retire: 0,
+                ..base.clone()
+            },
+            EvProfile {
+                lossy_of_16_to_retire: 17,
                 ..base.clone()
             },
         ] {

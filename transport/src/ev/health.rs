@@ -182,8 +182,9 @@ impl Paths {
     /// [`Self::take_remap`]); otherwise retire the EV (ASSUMED_BAD, replaced from its plane's
     /// backups, §3.1's floor held).
     fn path_failure(&mut self, ev: EvId, now: Instant, rng: &mut Rng, stats: &mut QpStats) {
+        let plane = self.plane_of(ev);
         if let Some(remap) = self.remap.as_mut()
-            && remap.on_failure(now, ev)
+            && remap.on_failure(now, ev, plane)
         {
             self.table.rerandomize(rng);
             stats.remaps += 1;

@@ -149,6 +149,9 @@ pub struct HotEv {
     /// First transmissions inferred lost in a row since the last delivery (see
     /// [`Ev::suspect_losses`]).
     pub suspect_losses: u8,
+    /// The outcomes of the last 16 first transmissions on it, newest in bit 0, a bit set for
+    /// each inferred lost (a gray path's loss rate, brief §6.2 #15).
+    pub recent_losses: u16,
     /// Whether `rtt_pending_at` holds a sample (an `Option<Instant>` split so the line holds).
     rtt_pending_set: bool,
     /// Rotation during which a SKIP holds.

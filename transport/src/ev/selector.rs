@@ -2,8 +2,10 @@
 //! implementations the datapath calls (static dispatch, issue #13), built by a factory.
 //!
 //! - [`Spray`] (MRC): a rotation over the active set in pseudo-random order, plane-balanced
-//!   (each plane gets the same share of every rotation, so uncoordinated senders never pile
-//!   onto one plane), reshuffled every few rotations and whenever the active set changes;
+//!   (planes interleaved, each active EV once: equal active sets give each plane the same
+//!   share of every rotation, so uncoordinated senders never pile onto one plane; a plane
+//!   that lost paths it could not replace carries less, as it can), reshuffled every few
+//!   rotations and whenever the active set changes;
 //!   EVs that are not GOOD, or whose plane's port is down or full, are passed over.
 //! - [`Recycle`] (ECMP, REPS-style): EVs whose feedback came back clean are reused first;
 //!   the spraying rotation explores only when none is waiting.
@@ -128,8 +130,10 @@ impl Spray {
     }
 
     /// Rebuild the rotation: each plane's active EVs shuffled, planes interleaved in a
-    /// shuffled order, each plane taking the same number of slots (its EVs repeat if it has
-    /// fewer than the largest plane).
+    /// shuffled order, every active EV once. Planes with equal active sets (replacement keeps
+    /// them equal, brief §3.2) take equal shares; a plane that ran out of backups takes one
+    /// share per path it has left, as its capacity is (issue #14: repeating its EVs to keep
+    /// the plane's share overloaded the survivors of a dead link).
     fn rebuild(&mut self, table: &EvTable, rng: &mut Rng) {
         for list in &mut self.per_plane {
             list.clear();
@@ -148,9 +152,8 @@ impl Spray {
         self.order.clear();
         for k in 0..longest {
             for &p in &self.plane_order {
-                let list = &self.per_plane[p];
-                if !list.is_empty() {
-                    self.order.push(list[k % list.len()]);
+                if let Some(&id) = self.per_plane[p].get(k) {
+                    self.order.push(id);
                 }
             }
         }
@@ -362,6 +365,34 @@ mod tests {
             assert_ne!(id, 5);
         }
         assert_eq!(s.select(&mut t, 0, None, &mut rng), None, "no plane usable");
+    }
+
+    /// A plane that lost a path with no backup to replace it carries one share per live path,
+    /// not a plane's equal share over fewer paths: every path of the QP carries the same load,
+    /// so a dead link's plane does not overload its survivors (issue #14: one dead T0–T1 link
+    /// of eight cost the plane-balanced rotation +11 % p99 FCT, one share per path +2 %).
+    #[test]
+    fn spray_gives_every_live_path_one_share_when_a_plane_runs_short() {
+        let mut t = table(2, 4, 4);
+        let mut s = Spray::new(&t, 4);
+        let mut rng = Rng::new(8);
+        let dead = t.plane_range(0).next().unwrap();
+        assert_eq!(
+            t.retire(dead, Instant(0)),
+            crate::ev::Retire::Retired { replacement: None }
+        );
+        let mut per_ev = vec![0u32; t.len()];
+        for _ in 0..7 * 100 {
+            per_ev[usize::from(s.select(&mut t, u32::MAX, None, &mut rng).unwrap())] += 1;
+        }
+        assert_eq!(per_ev[usize::from(dead)], 0);
+        let live: Vec<u32> = per_ev
+            .iter()
+            .enumerate()
+            .filter(|&(id, _)| id != usize::from(dead))
+            .map(|(_, &n)| n)
+            .collect();
+        assert!(live.iter().all(|&n| n == 100), "{per_ev:?}");
     }
 
     #[test]

@@ -48,6 +48,7 @@ struct Policy {
     floor_per_plane: u16,
     probe_successes: u8,
     inferred_losses_to_retire: u8,
+    lossy_of_16_to_retire: u8,
 }
 
 impl Policy {
@@ -57,6 +58,7 @@ impl Policy {
             floor_per_plane: profile.floor_per_plane,
             probe_successes: profile.probe_successes,
             inferred_losses_to_retire: profile.inferred_losses_to_retire,
+            lossy_of_16_to_retire: profile.lossy_of_16_to_retire,
         }
     }
 }
@@ -422,6 +424,7 @@ impl EvTable {
         let e = &mut self.hot[usize::from(id)];
         e.suspect_losses = 0;
         if sample {
+            e.recent_losses <<= 1;
             match e.rtt_pending() {
                 None => {
                     e.set_rtt_pending(Some(sent_at));
@@ -468,19 +471,27 @@ impl EvTable {
     }
 
     /// A packet on `id` was inferred lost from SACK holes: `true` once first transmissions
-    /// make [`EvProfile::inferred_losses_to_retire`] in a row with no delivery between, the
-    /// evidence that retires it (the count starts over). A retransmission is counted, never
-    /// evidence: its send order says little about its arrival order.
+    /// make [`EvProfile::inferred_losses_to_retire`] in a row with no delivery between (a
+    /// dead path), or [`EvProfile::lossy_of_16_to_retire`] of the EV's last 16 (a gray one,
+    /// brief §6.2 #15), the evidence that retires it (the counts start over). A retransmission
+    /// is counted, never evidence: its send order says little about its arrival order.
     pub fn on_inferred_loss(&mut self, id: EvId, first_transmission: bool) -> bool {
-        let needed = self.policy.inferred_losses_to_retire;
+        let (in_a_row, of_16) = (
+            self.policy.inferred_losses_to_retire,
+            self.policy.lossy_of_16_to_retire,
+        );
         self.stats[usize::from(id)].inferred_losses += 1;
         let e = &mut self.hot[usize::from(id)];
         if !first_transmission {
             return false;
         }
         e.suspect_losses = e.suspect_losses.saturating_add(1);
-        if e.suspect_losses >= needed {
+        e.recent_losses = e.recent_losses << 1 | 1;
+        if e.suspect_losses >= in_a_row
+            || (of_16 != 0 && e.recent_losses.count_ones() >= u32::from(of_16))
+        {
             e.suspect_losses = 0;
+            e.recent_losses = 0;
             return true;
         }
         false
@@ -559,6 +570,8 @@ impl EvTable {
         }
         e.role = EvRole::Out;
         e.state = to;
+        // Back from probing, it is a path judged afresh.
+        e.recent_losses = 0;
         self.stats[usize::from(id)].state_changes += 1;
         let plane = e.plane;
         if self.reverse[usize::from(plane)] == Some(id) {
@@ -676,8 +689,9 @@ impl EvTable {
                 if !self.explicit {
                     e.entropy = ecmp_entropy(self.order, id, rng);
                 }
-                // A new hash is a new path: its RTT and order are learnt again.
+                // A new hash is a new path: its RTT, order and losses are learnt again.
                 e.rtt = RttEstimator::new(Duration::ZERO);
+                e.recent_losses = 0;
                 self.delivered_tx[usize::from(id)] = 0;
             }
             if e.state == EvState::AssumedBad {
@@ -796,6 +810,7 @@ fn hot_of(e: &Ev) -> HotEv {
         state: e.state,
         role: e.role,
         suspect_losses: e.suspect_losses,
+        recent_losses: 0,
         rtt_pending_set: false,
         skip_round: e.skip_round,
         entropy: e.entropy,

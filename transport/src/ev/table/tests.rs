@@ -482,3 +482,67 @@ fn an_ev_knows_which_of_its_transmissions_a_later_delivery_overtook() {
     t.rerandomize(&mut Rng::new(4));
     assert!(!t.overtaken(0, 1), "a redrawn EV is a new path");
 }
+
+/// A gray path (brief §6.2 #15: 20 % injected drop goes inactive at once) delivers between its
+/// losses, so the losses-in-a-row rule never fires; three lost of its last 16 first
+/// transmissions retire it (issue #14). A path at 1 % random loss, one loss in a window, never
+/// is; neither is a run of lost retransmissions (no evidence).
+#[test]
+fn a_gray_path_is_retired_on_its_loss_rate_a_clean_one_is_not() {
+    let mut t = srv6(32, 16, 2, 1, 8);
+    let [gray, clean] = [0u16, 1];
+    let mut tx = 0;
+    let mut deliver = |t: &mut EvTable, ev: EvId| {
+        tx += 1;
+        t.on_delivered(ev, tx, NOW, true);
+    };
+    // One in five lost, as the 20 % gray link: never two in a row.
+    let mut retired_after = None;
+    for k in 0..40 {
+        if k % 5 == 4 {
+            if t.on_inferred_loss(gray, true) {
+                retired_after = Some(k);
+                break;
+            }
+        } else {
+            deliver(&mut t, gray);
+        }
+    }
+    assert_eq!(
+        retired_after,
+        Some(14),
+        "the third loss within 16 retires it"
+    );
+    // One loss per 16 (beyond 1 %): never enough.
+    for k in 0..400 {
+        if k % 16 == 15 {
+            assert!(!t.on_inferred_loss(clean, true), "first transmission {k}");
+        } else {
+            deliver(&mut t, clean);
+        }
+    }
+    // Lost retransmissions are counted, never evidence.
+    for _ in 0..8 {
+        assert!(!t.on_inferred_loss(clean, false));
+    }
+    // Off: only losses in a row count.
+    let mut p = profile(32, 16, 2);
+    p.lossy_of_16_to_retire = 0;
+    let mut off = EvTable::srv6(
+        &p,
+        &TimerConfig::default(),
+        1,
+        &Grid { paths: 8 },
+        0,
+        1,
+        EntropyOrder::default(),
+        &mut Rng::new(5),
+    );
+    for k in 0..40u64 {
+        if k % 5 == 4 {
+            assert!(!off.on_inferred_loss(gray, true));
+        } else {
+            off.on_delivered(gray, 100 + k, NOW, true);
+        }
+    }
+}
