@@ -25,10 +25,16 @@ fn t1(plane: u8, spine: u16) -> NodeId {
 /// A permutation of 1 MiB, a small all-to-all and a 7→1 incast, with `faults`, run to
 /// completion and verified byte for byte.
 fn survive(name: &str, faults: Vec<Fault>) -> Sim {
+    survive_with(name, faults, Vec::new())
+}
+
+/// [`survive`] with `more` messages on top.
+fn survive_with(name: &str, faults: Vec<Fault>, more: Vec<Message>) -> Sim {
     let mut s = sim(SMALL16, SimConfig::default());
     let mut msgs: Vec<Message> = permutation(16, 1 << 20, SimTime::ZERO, 11);
     msgs.extend(all_to_all(16, 8 * 1024, us(20)));
     msgs.extend(incast(&[1, 2, 3, 4, 6, 8, 12], 15, 256 << 10, us(30)));
+    msgs.extend(more);
     let w = Workload::install(&mut s, &msgs, &WorkloadOpts::default()).unwrap();
     for f in faults {
         s.schedule(f);
@@ -90,15 +96,18 @@ fn a_link_that_dies_mid_transfer() {
 fn a_flapping_link() {
     let (a, b) = (t0(1, 2), t1(1, 0));
     let flaps = Fault::flap(a, b, us(5), 30_000_000, 10_000_000, 6);
-    let s = survive("flap", flaps);
+    // A second permutation long after the last flap (185 µs) keeps the QPs sending, and
+    // probing their retired EVs, once the link is up for good.
+    let later = permutation(16, 1 << 20, us(1_000), 12);
+    let s = survive_with("flap", flaps, later);
     // The flaps hit that link, both ways: frames offered to it while down were swallowed.
     let (ab, ba) = (s.link_stats(a, b).unwrap(), s.link_stats(b, a).unwrap());
     assert!(ab.down_dropped > 0 && ba.down_dropped > 0, "{ab:?} {ba:?}");
     // And the engines saw it: EVs of plane 1 retired, and brought back by probes once the
-    // link was up again; packets resent.
+    // link was up again; packets resent (found by RACK, tail probes or timeouts).
     let p = plane_total(&s, 1);
     assert!(p.evs_retired > 0 && p.evs_restored > 0, "{p:?}");
-    assert!(p.timeouts > 0 && p.retransmits > 0, "{p:?}");
+    assert!(p.retransmits > 0, "{p:?}");
 }
 
 #[test]

@@ -51,6 +51,9 @@ pub struct RetransmitCauses {
     pub port_down: u64,
     /// Go-back-N rewind (RoCE-like mode).
     pub rewind: u64,
+    /// A tail loss probe (RFC 8985 §7): the flight went quiet with packets unacknowledged, and
+    /// its oldest was resent on a path whose feedback came back (no loss was declared).
+    pub tail_probe: u64,
 }
 
 impl RetransmitCauses {
@@ -63,6 +66,33 @@ impl RetransmitCauses {
             + self.retry
             + self.port_down
             + self.rewind
+            + self.tail_probe
+    }
+
+    /// Each cause with its name (metrics labels, JSON keys).
+    pub const fn by_cause(&self) -> [(&'static str, u64); 8] {
+        [
+            ("trim", self.trim),
+            ("nack", self.nack),
+            ("inferred", self.inferred),
+            ("timeout", self.timeout),
+            ("retry", self.retry),
+            ("port_down", self.port_down),
+            ("rewind", self.rewind),
+            ("tail_probe", self.tail_probe),
+        ]
+    }
+
+    /// Add `other`'s counts to these.
+    pub fn add(&mut self, other: &Self) {
+        self.trim += other.trim;
+        self.nack += other.nack;
+        self.inferred += other.inferred;
+        self.timeout += other.timeout;
+        self.retry += other.retry;
+        self.port_down += other.port_down;
+        self.rewind += other.rewind;
+        self.tail_probe += other.tail_probe;
     }
 }
 

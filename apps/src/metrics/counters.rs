@@ -277,14 +277,7 @@ impl HostCounters {
 fn add_qp_stats(a: &mut QpStats, b: &QpStats) {
     a.data_packets_sent += b.data_packets_sent;
     a.data_bytes_sent += b.data_bytes_sent;
-    let (r, s) = (&mut a.retransmits, &b.retransmits);
-    r.trim += s.trim;
-    r.nack += s.nack;
-    r.inferred += s.inferred;
-    r.timeout += s.timeout;
-    r.retry += s.retry;
-    r.port_down += s.port_down;
-    r.rewind += s.rewind;
+    a.retransmits.add(&b.retransmits);
     let (n, m) = (&mut a.nacks_received, &b.nacks_received);
     n.trimmed += m.trimmed;
     n.trimmed_last_hop += m.trimmed_last_hop;

@@ -413,15 +413,7 @@ fn fill(reg: &mut Registry, snap: &Snapshot) {
                 qp_state.get_or_create(&lb).set(qp_state_value(st));
             }
             let r = &s.retransmits;
-            for (cause, v) in [
-                ("trim", r.trim),
-                ("nack", r.nack),
-                ("inferred", r.inferred),
-                ("timeout", r.timeout),
-                ("retry", r.retry),
-                ("port_down", r.port_down),
-                ("rewind", r.rewind),
-            ] {
+            for (cause, v) in r.by_cause() {
                 let lc = l(&[
                     ("host", host.clone()),
                     ("qp", qp.clone()),

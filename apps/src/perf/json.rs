@@ -85,11 +85,7 @@ pub fn document(
                 "data_packets_sent": st.data_packets_sent,
                 "data_bytes_placed": st.data_bytes_placed,
                 "messages_completed": st.messages_completed,
-                "retransmits": {
-                    "trim": r.trim, "nack": r.nack, "inferred": r.inferred,
-                    "timeout": r.timeout, "retry": r.retry, "port_down": r.port_down,
-                    "rewind": r.rewind, "total": r.total(),
-                },
+                "retransmits": retransmit_causes(r),
                 "nacks_received": st.nacks_received.total(),
                 "ecn_echoes": st.ecn_echoes,
                 "ecn_marked_received": st.ecn_marked_received,
@@ -146,4 +142,15 @@ pub fn document(
         "samples": samples.0,
         "samples_dropped": samples.1,
     })
+}
+
+/// Retransmissions by cause, with their total.
+fn retransmit_causes(r: &mrc_transport::stats::RetransmitCauses) -> Value {
+    let mut m: serde_json::Map<String, Value> = r
+        .by_cause()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.into()))
+        .collect();
+    m.insert("total".into(), r.total().into());
+    Value::Object(m)
 }

@@ -434,21 +434,14 @@ pub fn fault_summary(s: &Settings, f: &FabricInfo, snap: &Snapshot, complete: bo
     }
     let mut causes = mrc_transport::stats::RetransmitCauses::default();
     for q in snap.hosts.iter().flat_map(|h| &h.qps) {
-        let r = &q.stats.retransmits;
-        causes.trim += r.trim;
-        causes.nack += r.nack;
-        causes.inferred += r.inferred;
-        causes.timeout += r.timeout;
-        causes.retry += r.retry;
-        causes.port_down += r.port_down;
-        causes.rewind += r.rewind;
+        causes.add(&q.stats.retransmits);
     }
     let planes = snap.planes();
     let retired: u64 = planes.iter().map(|p| p.evs_retired).sum();
     let restored: u64 = planes.iter().map(|p| p.evs_restored).sum();
     format!(
         "{RULE}\n Faults: {} packets retransmitted (timeout {}, SACK-inferred {}, trim {}, NACK {}, \
-         port down {}, go-back-N {}); {} EVs retired, {} restored by probes; {}\n",
+         port down {}, go-back-N {}, tail probe {}); {} EVs retired, {} restored by probes; {}\n",
         causes.total(),
         causes.timeout,
         causes.inferred,
@@ -456,6 +449,7 @@ pub fn fault_summary(s: &Settings, f: &FabricInfo, snap: &Snapshot, complete: bo
         causes.nack,
         causes.port_down,
         causes.rewind,
+        causes.tail_probe,
         retired,
         restored,
         if complete {

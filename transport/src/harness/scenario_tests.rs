@@ -198,6 +198,45 @@ fn a_write_survives_a_path_failure_in_ecmp_mode() {
     assert!(h.path_stats(PathId(0)).dropped_down > 0);
 }
 
+/// The responder's way back on plane 0 is dead from the start while every forward path works:
+/// each SACK a plane-0 arrival triggers vanishes. The cumulative SACKs of plane 1 cover them,
+/// except at a message's tail, when the last word went on plane 0. The tail loss probe (RFC
+/// 8985 §7, issue #14) resends the oldest unacknowledged packet on the EV whose SACK last came
+/// back: every message completes, and no healthy forward EV is blamed by a per-packet timeout.
+#[test]
+fn a_tail_whose_sacks_vanish_is_probed_and_no_healthy_path_is_blamed() {
+    let (mut h, qp) = fabric(8, true, PathModel::default());
+    for i in 0..PATHS {
+        // Reverse paths follow the forward ones: plane 0's are the first PATHS of them.
+        h.schedule_path(PathId(PLANES * PATHS + i), Instant(0), false);
+    }
+    for salt in 0..12 {
+        write_and_check(&mut h, qp, 64 * 1024 + salt as usize * 4096, salt);
+    }
+    let st = h.node(qp.a.node).qp_stats(qp.a.qpn).unwrap();
+    assert!(
+        st.retransmits.tail_probe > 0,
+        "some tail's last SACK left on plane 0: {:?}",
+        st.retransmits
+    );
+    assert_eq!(
+        st.timeouts, 0,
+        "the probe answered first: {:?}",
+        st.retransmits
+    );
+    let out: Vec<_> = h
+        .node(qp.a.node)
+        .ev_stats(qp.a.qpn)
+        .into_iter()
+        .filter(|e| e.state != crate::ev::EvState::Good && e.state != crate::ev::EvState::Skip)
+        .collect();
+    assert!(out.is_empty(), "healthy forward EVs retired: {out:?}");
+    let lost: u64 = (0..PATHS)
+        .map(|i| h.path_stats(PathId(PLANES * PATHS + i)).dropped_down)
+        .sum();
+    assert!(lost > 0, "SACKs did leave on plane 0 and vanish");
+}
+
 #[test]
 fn the_same_seed_replays_the_same_run_with_endpoints() {
     let digest = |seed| {

@@ -120,6 +120,7 @@ impl Connection {
                 Timer::Retry,
                 Timer::Probe,
                 Timer::Pace,
+                Timer::TailProbe,
             ] {
                 t.set(timer, None);
             }
@@ -130,6 +131,7 @@ impl Connection {
         t.set(Timer::Loss, d.loss.inference);
         t.set(Timer::Retry, d.retry);
         t.set(Timer::Probe, d.probe);
+        t.set(Timer::TailProbe, d.tail_probe);
         let pace = self
             .req
             .paced

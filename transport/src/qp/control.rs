@@ -176,6 +176,7 @@ impl Qp {
             ),
         };
         let ev = c.paths.table.route_ref(ev);
+        let plane = ev.plane;
         let sent = frames::emit_control_templated(
             &mut c.tmpl,
             ctx.cfg,
@@ -193,7 +194,10 @@ impl Qp {
         };
         c.ctrl.pop_front();
         match ctl {
-            Control::Sack(_) => stats.sacks_sent += 1,
+            Control::Sack(_) => {
+                stats.sacks_sent += 1;
+                c.resp.last_sack_plane = Some(plane);
+            }
             Control::Ack { .. } => stats.acks_sent += 1,
             Control::Nack { .. } => {}
         }

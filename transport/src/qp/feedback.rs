@@ -71,6 +71,8 @@ impl Qp {
         if acked.newly_acked_packets > 0 {
             c.req.retry.on_progress(now);
         }
+        c.req
+            .tail_on_sack(now, acked.newly_acked_packets > 0, echoed);
         c.req.clock_cc_on_ack(now, &acked, rtt, ecn, ccs, ctx);
         self.infer_losses(now, ctx);
         self.complete_sends(ctx);
@@ -148,7 +150,7 @@ impl Qp {
             return;
         };
         let (paths, now) = (&mut c.paths, ctx.now);
-        c.req.flight.on_sack(end, end, 0, &mut |_, e| {
+        c.req.flight.on_sack(now, end, end, 0, &mut |_, e| {
             let event = EvEvent::DeliveredByAck { ev: e.ev };
             paths.react(event, now, rng, stats, ctx.planes);
         });
@@ -212,7 +214,7 @@ impl super::Connection {
         let bitmap = if self.req.gbn { 0 } else { r.bitmap };
         self.req
             .flight
-            .on_sack(r.cack, r.base, bitmap, &mut |_, e| {
+            .on_sack(now, r.cack, r.base, bitmap, &mut |_, e| {
                 let event = EvEvent::Delivered {
                     ev: e.ev,
                     tx_id: e.tx_id,

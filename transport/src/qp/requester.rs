@@ -11,7 +11,7 @@ use super::frames::{self, Transmit};
 use super::{Parts, Qp, TxOutcome};
 use crate::config::EndpointConfig;
 use crate::ctx::{CcSlot, Ctx};
-use crate::ev::{EvEvent, EvTable};
+use crate::ev::{EvEvent, EvId, EvRole, EvState, EvTable};
 use crate::event::Event;
 use crate::reliability::loss::{LossDeadlines, LossDetection};
 use crate::reliability::psn::psn_of;
@@ -61,6 +61,28 @@ pub(crate) struct Requester {
     pub(super) paced: bool,
     /// Losses found by one pass of the loss rules, handled after it (preallocated).
     pub(super) lost: Vec<(u64, FlightEntry)>,
+    /// The tail loss probe's state.
+    pub(super) tail: TailProbe,
+}
+
+/// The tail loss probe (RFC 8985 §7, brief §3.6, §3.9): a flight that stops moving with
+/// packets unacknowledged has lost its tail, or the SACKs that would have said it arrived
+/// (the peer's way back on one plane may be dead while nothing of ours is: its SACKs then
+/// vanish, and only the last ones matter). Two RTTs and the reordering window after the
+/// flight last moved, its oldest packet is resent once on the EV the latest SACK echoed, a
+/// path whose both directions just worked: its SACK brings the whole picture back, and RACK
+/// then finds what was really lost. Nothing is declared lost and no EV is blamed: the
+/// per-packet timeout, much later, still does that.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct TailProbe {
+    /// The last time the flight moved: a packet sent, or a SACK acknowledged one.
+    since: Instant,
+    /// A probe left since the last progress (one per quiet spell).
+    probed: bool,
+    /// The EV the latest SACK echoed.
+    good_ev: Option<EvId>,
+    /// The packet the probe resends, until it leaves.
+    seq: Option<u64>,
 }
 
 /// When the requester next needs its timers.
@@ -68,6 +90,7 @@ pub(super) struct RequesterDeadlines {
     pub loss: LossDeadlines,
     pub retry: Option<Instant>,
     pub probe: Option<Instant>,
+    pub tail_probe: Option<Instant>,
 }
 
 impl Requester {
@@ -90,6 +113,7 @@ impl Requester {
             reported_inflight: 0,
             paced: false,
             lost: Vec::new(),
+            tail: TailProbe::default(),
         }
     }
 
@@ -110,6 +134,7 @@ impl Requester {
         self.retry = RetryBudget::new(a.timeout, a.retry_linear, a.retry_exp);
         self.wimm_limit = a.wimm_limit;
         self.lost = Vec::with_capacity(a.mpr as usize);
+        self.tail = TailProbe::default();
         Ok(())
     }
 
@@ -166,7 +191,61 @@ impl Requester {
             probe: table
                 .probe_deadline(self.probe_timeout())
                 .filter(|&t| t > now),
+            tail_probe: self.tail_probe_deadline(),
         }
+    }
+
+    /// When the tail loss probe goes (see [`TailProbe`]): none in go-back-N mode, after a
+    /// probe until the flight moves again, or with nothing in flight.
+    fn tail_probe_deadline(&self) -> Option<Instant> {
+        if self.gbn || self.tail.probed || self.flight.inflight_bytes() == 0 {
+            return None;
+        }
+        let wait = self.loss.rtt.srtt() + self.loss.reorder_window();
+        Some(self.tail.since + wait)
+    }
+
+    /// A SACK acknowledged new packets (`progress`) and echoed `ev`.
+    pub(super) fn tail_on_sack(&mut self, now: Instant, progress: bool, ev: Option<EvId>) {
+        if progress {
+            self.tail.since = now;
+            self.tail.probed = false;
+        }
+        if ev.is_some() {
+            self.tail.good_ev = ev;
+        }
+    }
+
+    /// Where a retransmission of `seq` should go, if it is the tail probe: the EV the latest
+    /// SACK echoed when it may carry it (in service, on a plane that may send now, not the EV
+    /// the packet left on; a SKIP for congestion does not stop a probe), else `Err` with the
+    /// planes to choose from: that EV's plane, whose way back just worked.
+    fn tail_probe_ev(
+        &mut self,
+        seq: u64,
+        lost_on: EvId,
+        table: &EvTable,
+        planes: u32,
+    ) -> Result<EvId, u32> {
+        if self.tail.seq != Some(seq) {
+            return Err(planes);
+        }
+        self.tail.seq = None;
+        let Some(good) = self
+            .tail
+            .good_ev
+            .and_then(|ev| Some((ev, table.get_hot(ev)?)))
+        else {
+            return Err(planes);
+        };
+        let (ev, e) = good;
+        let bit = 1u32.checked_shl(u32::from(e.plane)).unwrap_or(0);
+        let in_service =
+            e.role == EvRole::Active && matches!(e.state, EvState::Good | EvState::Skip);
+        if ev != lost_on && in_service && planes & bit != 0 {
+            return Ok(ev);
+        }
+        Err(if planes & bit != 0 { bit } else { planes })
     }
 
     /// Bring the controller's in-flight count in line with this QP's flight.
@@ -261,7 +340,17 @@ impl Qp {
             return TxOutcome::Idle;
         };
         let req = &mut c.req;
-        let Some(ev) = c.paths.select(planes, retx.map(|(_, e)| e.ev), rng) else {
+        let avoid = retx.map(|(_, e)| e.ev);
+        let chosen = match retx.map(|(seq, e)| req.tail_probe_ev(seq, e.ev, &c.paths.table, planes))
+        {
+            Some(Ok(ev)) => Some(ev),
+            Some(Err(on)) if on != planes => c
+                .paths
+                .select(on, avoid, rng)
+                .or_else(|| c.paths.select(planes, avoid, rng)),
+            _ => c.paths.select(planes, avoid, rng),
+        };
+        let Some(ev) = chosen else {
             // Work waits and no EV may carry it (every one assumed bad or denied, or no port
             // up on either side): the retry budget runs as for a lost packet, so paths that
             // never come back end the work in RetryExceeded (MRC brief §3.7) instead of
@@ -358,6 +447,7 @@ impl Qp {
             stats.retransmits.rewind += u64::from(req.gbn);
         } else {
             req.flight.send_new(now, abs, pkt, len, ev);
+            req.tail.probed = false;
             req.mpr_paused = false;
             sq.advance(seq);
             if pkt == 0 && wr.imm.is_some() {
@@ -367,6 +457,7 @@ impl Qp {
             stats.data_bytes_sent += u64::from(len);
         }
         req.retry.arm(now);
+        req.tail.since = now;
         let nominal = req.flight.nominal(len);
         let s = c.paths.table.stats_mut(ev);
         s.packets += 1;
@@ -444,6 +535,14 @@ impl Qp {
             return;
         };
         let req = &mut c.req;
+        if req.tail_probe_deadline().is_some_and(|d| d <= now)
+            && let Some(seq) = req.flight.oldest_in_flight()
+            && req.flight.mark_lost(seq)
+        {
+            req.tail.probed = true;
+            req.tail.seq = Some(seq);
+            stats.retransmits.tail_probe += 1;
+        }
         if req.retry.deadline().is_some_and(|d| d <= now) {
             stats.retry_timeouts += 1;
             match req.retry.on_expiry(now) {

@@ -45,6 +45,9 @@ pub(crate) struct Responder {
     /// Dynamic MPR (brief §3.5): the MPR every SACK advertises, in PSNs, at most the RTR MPR
     /// that sizes the tracker (`None`: dynamic MPR off, SACKs carry 0).
     mpr_now: Option<u32>,
+    /// The plane the latest SACK left on (brief §3.9: when the peer resends what we had, it
+    /// is that SACK, the last word, that did not get through).
+    pub(super) last_sack_plane: Option<u8>,
 }
 
 impl Responder {
@@ -62,6 +65,7 @@ impl Responder {
             ack_due: false,
             rcvd_bytes: 0,
             mpr_now: a.dynamic_mpr.then_some(a.mpr),
+            last_sack_plane: None,
         }
     }
 
@@ -226,9 +230,10 @@ impl Qp {
     }
 
     /// Whether the Write packet `seq` is new (brief §4.1): a duplicate is SACKed again (and,
-    /// if the peer resent it, our SACKs on that plane are not getting through: brief §3.9,
-    /// another reverse EV); one beyond the window is NACKed; go-back-N takes only the expected
-    /// one and NAKs the gap once.
+    /// if the peer resent it, our latest SACK did not get through: brief §3.9, its plane
+    /// takes another reverse EV; the plane the resend came on, which the peer chose, keeps
+    /// its own); one beyond the window is NACKed; go-back-N takes only the expected one and
+    /// NAKs the gap once.
     fn accept_new(
         &mut self,
         seq: u64,
@@ -253,7 +258,8 @@ impl Qp {
                 ctx.drop_frame(DropReason::Duplicate);
                 stats.duplicates += 1;
                 if rtx {
-                    c.paths.table.rotate_reverse(usize::from(port), rng);
+                    let silent = resp.last_sack_plane.unwrap_or(port);
+                    c.paths.table.rotate_reverse(usize::from(silent), rng);
                 }
                 self.queue_sack(trigger, ctx);
                 return false;

@@ -22,9 +22,11 @@ pub(crate) enum Timer {
     Retry,
     /// A probe of a retired EV is due, or its answer overdue (brief §3.3).
     Probe,
+    /// The flight has been quiet long enough for a tail loss probe (RFC 8985 §7).
+    TailProbe,
 }
 
-const TIMERS: usize = 7;
+const TIMERS: usize = 8;
 
 /// The deadlines of one QP, by name.
 #[derive(Debug, Clone, Copy, Default)]
@@ -96,6 +98,7 @@ mod tests {
             Timer::PacketTimeout,
             Timer::Retry,
             Timer::Probe,
+            Timer::TailProbe,
         ];
         let mut t = TimerTable::default();
         let mut x = 12_345u64;

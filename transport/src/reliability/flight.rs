@@ -71,6 +71,9 @@ struct Sent {
 struct Rack {
     tx_id: u64,
     rtt: Duration,
+    /// The least RTT seen: a retransmission acknowledged sooner than this after it left was
+    /// not what arrived (RFC 8985 §6.2 step 2).
+    min_rtt: Duration,
 }
 
 /// What a SACK did to the flight.
@@ -237,7 +240,12 @@ impl Flight {
         true
     }
 
-    fn deliver(&mut self, seq: u64, on_acked: &mut impl FnMut(u64, &FlightEntry)) -> Option<u64> {
+    fn deliver(
+        &mut self,
+        seq: u64,
+        now: Instant,
+        on_acked: &mut impl FnMut(u64, &FlightEntry),
+    ) -> Option<u64> {
         let e = self.entries[(seq & self.mask) as usize];
         if e.state == EntryState::Acked {
             return None;
@@ -246,9 +254,13 @@ impl Flight {
             self.inflight_bytes -= self.nominal(e.len);
         }
         self.slot(seq).state = EntryState::Acked;
-        // RACK (RFC 8985 §6.2) from unambiguous samples only: a retransmitted packet's
-        // delivery cannot say which copy arrived.
-        if e.tx_count == 1 && e.tx_id > self.rack.tx_id {
+        // RACK (RFC 8985 §6.2) from unambiguous samples only: a retransmission acknowledged
+        // within the least RTT after it left cannot be what arrived (step 2); one acknowledged
+        // later can (a tail probe's answer then exposes every older hole at once, issue #14).
+        let unambiguous = e.tx_count == 1
+            || (self.rack.min_rtt > Duration::ZERO
+                && now.saturating_since(e.sent_at) >= self.rack.min_rtt);
+        if unambiguous && e.tx_id > self.rack.tx_id {
             self.rack.tx_id = e.tx_id;
         }
         on_acked(seq, &e);
@@ -260,6 +272,7 @@ impl Flight {
     /// what was sent are ignored (the caller rejects such SACKs before).
     pub fn on_sack(
         &mut self,
+        now: Instant,
         cack: u64,
         base: u64,
         bitmap: u64,
@@ -268,7 +281,7 @@ impl Flight {
         let mut out = SackOutcome::default();
         let cack = cack.min(self.nxt);
         while self.una < cack {
-            if let Some(bytes) = self.deliver(self.una, on_acked) {
+            if let Some(bytes) = self.deliver(self.una, now, on_acked) {
                 out.newly_acked_packets += 1;
                 out.newly_acked_bytes += bytes;
             }
@@ -281,7 +294,7 @@ impl Flight {
             let seq = base + i;
             if seq >= self.una
                 && seq < self.nxt
-                && let Some(bytes) = self.deliver(seq, on_acked)
+                && let Some(bytes) = self.deliver(seq, now, on_acked)
             {
                 out.newly_acked_packets += 1;
                 out.newly_acked_bytes += bytes;
@@ -290,9 +303,10 @@ impl Flight {
         out
     }
 
-    /// Set the RTT RACK uses (the latest unambiguous sample).
-    pub fn set_rack_rtt(&mut self, rtt: Duration) {
+    /// Set the RTT RACK uses (the latest unambiguous sample) and the least RTT seen.
+    pub fn set_rack_rtt(&mut self, rtt: Duration, min_rtt: Duration) {
         self.rack.rtt = rtt;
+        self.rack.min_rtt = min_rtt;
     }
 
     /// The oldest live transmission: pops stale items on the way.
@@ -453,7 +467,7 @@ mod tests {
 
     fn collect(f: &mut Flight, cack: u64, base: u64, bm: u64) -> (SackOutcome, Vec<u64>) {
         let mut seen = Vec::new();
-        let out = f.on_sack(cack, base, bm, &mut |s, _| seen.push(s));
+        let out = f.on_sack(t(1000), cack, base, bm, &mut |s, _| seen.push(s));
         (out, seen)
     }
 
@@ -478,7 +492,7 @@ mod tests {
     #[test]
     fn rack_declares_a_hole_lost_only_after_the_reordering_window() {
         let mut f = sent(10);
-        f.set_rack_rtt(Duration::from_micros(5));
+        f.set_rack_rtt(Duration::from_micros(5), Duration::ZERO);
         // 5 delivered (sent at t=5), 0..5 not yet.
         collect(&mut f, 0, 5, 1);
         let mut lost = Vec::new();
@@ -533,7 +547,7 @@ mod tests {
         for i in 0..8u64 {
             f.send_new(t(i), 0, i as u32, 1000, (i % 2) as u16);
         }
-        f.set_rack_rtt(Duration::from_micros(8));
+        f.set_rack_rtt(Duration::from_micros(8), Duration::ZERO);
         collect(&mut f, 0, base, mask);
         let paths = Order {
             rtt: Duration::from_micros(8),
@@ -587,7 +601,7 @@ mod tests {
         // `sent` puts packet i on EV i. EV 0's path has a 20 µs RTT, the others 5 µs.
         let path = |ev: u16| Duration::from_micros(if ev == 0 { 20 } else { 5 });
         let mut f = sent(10);
-        f.set_rack_rtt(Duration::from_micros(5));
+        f.set_rack_rtt(Duration::from_micros(5), Duration::ZERO);
         collect(&mut f, 0, 5, 1);
         let mut lost = Vec::new();
         f.detect_losses(t(8), US.saturating_mul(2), &path, &mut |s, _| lost.push(s));

@@ -68,7 +68,7 @@ impl LossDetection {
     /// retransmission); RACK measures from it.
     pub fn on_rtt_sample(&mut self, flight: &mut Flight, sample: Duration) {
         self.rtt.update(sample);
-        flight.set_rack_rtt(self.rtt.srtt());
+        flight.set_rack_rtt(self.rtt.srtt(), self.rtt.min());
     }
 
     /// The reordering window of loss inference (brief §3.6 \[I\]): a quarter RTT or four RTT
