@@ -96,7 +96,10 @@ pub struct EvTable {
     probes_out: u32,
     probe_min: Duration,
     probe_max: Duration,
+    /// Per plane, the EV the latest control packet left on.
     reverse: Vec<Option<EvId>>,
+    /// A bit per EV: a SACK sent on it was lost ([`Self::reverse_failed`]).
+    reverse_bad: Vec<u64>,
     changes: VecDeque<EvChange>,
     changes_dropped: u64,
     /// EVs with an RTT sample pending from the SACK being merged.
@@ -200,6 +203,7 @@ impl EvTable {
             delivered_tx: vec![0; n],
             active_in_plane: vec![0; planes.len()],
             reverse: vec![None; planes.len()],
+            reverse_bad: vec![0; n.div_ceil(64)],
             planes,
             round: 0,
             generation: 0,
@@ -473,9 +477,17 @@ impl EvTable {
     /// A packet on `id` was inferred lost from SACK holes: `true` once first transmissions
     /// make [`EvProfile::inferred_losses_to_retire`] in a row with no delivery between (a
     /// dead path), or [`EvProfile::lossy_of_16_to_retire`] of the EV's last 16 (a gray one,
-    /// brief §6.2 #15), the evidence that retires it (the counts start over). A retransmission
-    /// is counted, never evidence: its send order says little about its arrival order.
-    pub fn on_inferred_loss(&mut self, id: EvId, first_transmission: bool) -> bool {
+    /// brief §6.2 #15), the evidence that retires it (the counts start over). Only a loss the
+    /// path itself proved, a later packet on it `overtaken` it, counts toward the gray rule:
+    /// a hole found by the QP's timing alone may sit in a queue of its path (issue #14: ECMP
+    /// hot spots' queues retired healthy EVs that way). A retransmission is counted, never
+    /// evidence: its send order says little about its arrival order.
+    pub fn on_inferred_loss(
+        &mut self,
+        id: EvId,
+        first_transmission: bool,
+        overtaken: bool,
+    ) -> bool {
         let (in_a_row, of_16) = (
             self.policy.inferred_losses_to_retire,
             self.policy.lossy_of_16_to_retire,
@@ -486,7 +498,9 @@ impl EvTable {
             return false;
         }
         e.suspect_losses = e.suspect_losses.saturating_add(1);
-        e.recent_losses = e.recent_losses << 1 | 1;
+        if overtaken {
+            e.recent_losses = e.recent_losses << 1 | 1;
+        }
         if e.suspect_losses >= in_a_row
             || (of_16 != 0 && e.recent_losses.count_ones() >= u32::from(of_16))
         {
@@ -717,17 +731,65 @@ impl EvTable {
     }
 
     /// The EV control packets (SACK, NACK, ACK) leave on through `plane` (brief §3.9): kept
-    /// while it stays in service, else a random active one of the plane.
+    /// while it stays in service and no lost SACK condemned it ([`Self::reverse_failed`]),
+    /// else the plane's next active EV not condemned. (Spreading every SACK over the plane's
+    /// EVs instead healed a dead way back as well, but raised a 1024-host UEC fabric's ECN
+    /// marks 48 k → 92 k and its trims 0 → 917: issue #14.)
     pub fn reverse(&mut self, plane: usize, rng: &mut Rng) -> Option<EvId> {
         let current = *self.reverse.get(plane)?;
         if let Some(id) = current
             && self.hot[usize::from(id)].role == EvRole::Active
+            && !self.reverse_bad(id)
         {
             return Some(id);
         }
-        let pick = self.random_active(plane, rng, current);
+        let pick = self
+            .next_reverse(plane, current)
+            .or_else(|| {
+                // Every active EV of the plane was condemned: they get another chance.
+                for id in self.plane_range(plane) {
+                    self.set_reverse_bad(id, false);
+                }
+                self.next_reverse(plane, current)
+            })
+            .or_else(|| self.random_active(plane, rng, current));
         self.reverse[plane] = pick;
         pick
+    }
+
+    /// The active EV of `plane` after `from` (its start if none), not condemned.
+    fn next_reverse(&self, plane: usize, from: Option<EvId>) -> Option<EvId> {
+        let r = self.plane_range(plane);
+        let n = r.len() as u16;
+        let at = from
+            .filter(|id| r.contains(id))
+            .map_or(n - 1, |id| id - r.start);
+        (1..=n)
+            .map(|k| r.start + (at + k) % n)
+            .find(|&id| self.hot[usize::from(id)].role == EvRole::Active && !self.reverse_bad(id))
+    }
+
+    /// A SACK sent on `id` was lost (the peer resent what it acknowledged): no control packet
+    /// takes `id` again while its plane has others.
+    pub fn reverse_failed(&mut self, id: EvId) {
+        if usize::from(id) < self.len() {
+            self.set_reverse_bad(id, true);
+        }
+    }
+
+    fn reverse_bad(&self, id: EvId) -> bool {
+        let i = usize::from(id);
+        self.reverse_bad[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    fn set_reverse_bad(&mut self, id: EvId, bad: bool) {
+        let i = usize::from(id);
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        if bad {
+            self.reverse_bad[w] |= b;
+        } else {
+            self.reverse_bad[w] &= !b;
+        }
     }
 
     /// Our control packets on `plane` seem lost (the peer resent data we had): move the
@@ -778,6 +840,7 @@ impl EvTable {
             + self.planes.capacity() * size_of::<Range<u16>>()
             + self.active_in_plane.capacity() * 2
             + self.reverse.capacity() * size_of::<Option<EvId>>()
+            + self.reverse_bad.capacity() * 8
             + self.by_entropy.capacity() * size_of::<(u32, EvId)>()
     }
 }

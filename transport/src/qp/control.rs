@@ -175,8 +175,8 @@ impl Qp {
                 Body::Ack(AethRepr::ack(u32::from(msn))),
             ),
         };
+        let ev_id = ev;
         let ev = c.paths.table.route_ref(ev);
-        let plane = ev.plane;
         let sent = frames::emit_control_templated(
             &mut c.tmpl,
             ctx.cfg,
@@ -196,7 +196,7 @@ impl Qp {
         match ctl {
             Control::Sack(_) => {
                 stats.sacks_sent += 1;
-                c.resp.last_sack_plane = Some(plane);
+                c.resp.last_sack_ev = Some(ev_id);
             }
             Control::Ack { .. } => stats.acks_sent += 1,
             Control::Nack { .. } => {}

@@ -15,7 +15,7 @@ use crate::ev::{EvEvent, EvId, EvRole, EvState, EvTable};
 use crate::event::Event;
 use crate::reliability::loss::{LossDeadlines, LossDetection};
 use crate::reliability::psn::psn_of;
-use crate::reliability::{Flight, FlightEntry, RetryBudget, RetryVerdict};
+use crate::reliability::{Flight, FlightEntry, PathEvidence, RetryBudget, RetryVerdict};
 use crate::stats::QpStats;
 use crate::time::{Duration, Instant};
 use crate::verbs::{QpState, RtsAttr, TransportMode, VerbsError, WcStatus};
@@ -68,22 +68,26 @@ pub(crate) struct Requester {
 /// The tail loss probe (RFC 8985 §7, brief §3.6, §3.9): a flight that stops moving with
 /// packets unacknowledged has lost its tail, or the SACKs that would have said it arrived
 /// (the peer's way back on one plane may be dead while nothing of ours is: its SACKs then
-/// vanish, and only the last ones matter). Two RTTs and the reordering window after the
-/// flight last moved, its oldest packet is resent once on the EV the latest SACK echoed, a
-/// path whose both directions just worked: its SACK brings the whole picture back, and RACK
-/// then finds what was really lost. Nothing is declared lost and no EV is blamed: the
-/// per-packet timeout, much later, still does that.
+/// vanish, and only the last ones matter). An RTT and the reordering window after the flight
+/// last moved, its oldest packet is resent on the EV the latest SACK echoed, a path whose both
+/// directions just worked: its SACK brings the whole picture back, and RACK then finds what
+/// was really lost. The answer can vanish too (a sprayed SACK on a dead way back): the probe
+/// goes again after twice the wait, up to [`MAX_TAIL_PROBES`] per quiet spell. Nothing is
+/// declared lost and no EV is blamed: the per-packet timeout, later, still does that.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct TailProbe {
     /// The last time the flight moved: a packet sent, or a SACK acknowledged one.
     since: Instant,
-    /// A probe left since the last progress (one per quiet spell).
-    probed: bool,
+    /// Probes sent since the flight last moved.
+    probes: u8,
     /// The EV the latest SACK echoed.
     good_ev: Option<EvId>,
     /// The packet the probe resends, until it leaves.
     seq: Option<u64>,
 }
+
+/// Tail loss probes per quiet spell (see [`TailProbe`]).
+const MAX_TAIL_PROBES: u8 = 3;
 
 /// When the requester next needs its timers.
 pub(super) struct RequesterDeadlines {
@@ -195,21 +199,22 @@ impl Requester {
         }
     }
 
-    /// When the tail loss probe goes (see [`TailProbe`]): none in go-back-N mode, after a
-    /// probe until the flight moves again, or with nothing in flight.
+    /// When the tail loss probe goes (see [`TailProbe`]): none in go-back-N mode, after the
+    /// last probe of a quiet spell, or with nothing in flight; each probe of a spell waits
+    /// twice as long as the one before.
     fn tail_probe_deadline(&self) -> Option<Instant> {
-        if self.gbn || self.tail.probed || self.flight.inflight_bytes() == 0 {
+        if self.gbn || self.tail.probes >= MAX_TAIL_PROBES || self.flight.inflight_bytes() == 0 {
             return None;
         }
         let wait = self.loss.rtt.srtt() + self.loss.reorder_window();
-        Some(self.tail.since + wait)
+        Some(self.tail.since + wait.saturating_mul(1 << self.tail.probes))
     }
 
     /// A SACK acknowledged new packets (`progress`) and echoed `ev`.
     pub(super) fn tail_on_sack(&mut self, now: Instant, progress: bool, ev: Option<EvId>) {
         if progress {
             self.tail.since = now;
-            self.tail.probed = false;
+            self.tail.probes = 0;
         }
         if ev.is_some() {
             self.tail.good_ev = ev;
@@ -447,7 +452,7 @@ impl Qp {
             stats.retransmits.rewind += u64::from(req.gbn);
         } else {
             req.flight.send_new(now, abs, pkt, len, ev);
-            req.tail.probed = false;
+            req.tail.probes = 0;
             req.mpr_paused = false;
             sq.advance(seq);
             if pkt == 0 && wr.imm.is_some() {
@@ -539,7 +544,7 @@ impl Qp {
             && let Some(seq) = req.flight.oldest_in_flight()
             && req.flight.mark_lost(seq)
         {
-            req.tail.probed = true;
+            req.tail.probes += 1;
             req.tail.seq = Some(seq);
             stats.retransmits.tail_probe += 1;
         }
@@ -617,6 +622,7 @@ impl Qp {
                 EvEvent::InferredLoss {
                     ev: e.ev,
                     first: e.tx_count == 1,
+                    overtaken: c.paths.table.overtaken(e.ev, e.tx_id),
                 }
             };
             c.paths.react(event, now, rng, stats, ctx.planes);

@@ -11,6 +11,7 @@ use super::requester::VENDOR_REMOTE_ACCESS;
 use super::{Qp, recv_completion};
 use crate::config::EndpointConfig;
 use crate::ctx::Ctx;
+use crate::ev::EvId;
 use crate::reliability::psn::{psn_of, seq_of};
 use crate::reliability::{
     AckDecision, AckPolicy, Arrival, DataArrival, ImmStash, PendingImm, SackPolicy, Tracker,
@@ -45,9 +46,9 @@ pub(crate) struct Responder {
     /// Dynamic MPR (brief §3.5): the MPR every SACK advertises, in PSNs, at most the RTR MPR
     /// that sizes the tracker (`None`: dynamic MPR off, SACKs carry 0).
     mpr_now: Option<u32>,
-    /// The plane the latest SACK left on (brief §3.9: when the peer resends what we had, it
-    /// is that SACK, the last word, that did not get through).
-    pub(super) last_sack_plane: Option<u8>,
+    /// The EV the latest SACK left on (brief §3.9: when the peer resends what we had, it is
+    /// that SACK, the last word, that did not get through).
+    pub(super) last_sack_ev: Option<EvId>,
 }
 
 impl Responder {
@@ -65,7 +66,7 @@ impl Responder {
             ack_due: false,
             rcvd_bytes: 0,
             mpr_now: a.dynamic_mpr.then_some(a.mpr),
-            last_sack_plane: None,
+            last_sack_ev: None,
         }
     }
 
@@ -230,10 +231,9 @@ impl Qp {
     }
 
     /// Whether the Write packet `seq` is new (brief §4.1): a duplicate is SACKed again (and,
-    /// if the peer resent it, our latest SACK did not get through: brief §3.9, its plane
-    /// takes another reverse EV; the plane the resend came on, which the peer chose, keeps
-    /// its own); one beyond the window is NACKed; go-back-N takes only the expected one and
-    /// NAKs the gap once.
+    /// if the peer resent it, our latest SACK did not get through: brief §3.9, the EV it
+    /// left on carries no more control packets); one beyond the window is NACKed; go-back-N
+    /// takes only the expected one and NAKs the gap once.
     fn accept_new(
         &mut self,
         seq: u64,
@@ -258,8 +258,10 @@ impl Qp {
                 ctx.drop_frame(DropReason::Duplicate);
                 stats.duplicates += 1;
                 if rtx {
-                    let silent = resp.last_sack_plane.unwrap_or(port);
-                    c.paths.table.rotate_reverse(usize::from(silent), rng);
+                    match resp.last_sack_ev {
+                        Some(ev) => c.paths.table.reverse_failed(ev),
+                        None => c.paths.table.rotate_reverse(usize::from(port), rng),
+                    }
                 }
                 self.queue_sack(trigger, ctx);
                 return false;

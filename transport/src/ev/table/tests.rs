@@ -274,6 +274,31 @@ fn reverse_evs_follow_health() {
     assert_eq!(t.reverse(7, &mut rng), None, "no such plane");
 }
 
+/// A SACK lost on its way back (the peer resent what it acknowledged) condemns the EV it left
+/// on: control packets take the plane's next active EV, and never the condemned one while
+/// another is left; when every one was condemned, they all get another chance (issue #14).
+#[test]
+fn a_reverse_ev_that_lost_a_sack_carries_no_more_control_packets() {
+    let mut rng = Rng::new(2);
+    let mut t = srv6(4, 4, 0, 1, 100);
+    let first = t.reverse(0, &mut rng).unwrap();
+    t.reverse_failed(first);
+    let second = t.reverse(0, &mut rng).unwrap();
+    assert_ne!(second, first);
+    assert_eq!(t.reverse(0, &mut rng), Some(second), "kept while it works");
+    let mut seen = vec![first, second];
+    t.reverse_failed(second);
+    for _ in 0..2 {
+        let next = t.reverse(0, &mut rng).unwrap();
+        assert!(!seen.contains(&next), "{next} was condemned: {seen:?}");
+        t.reverse_failed(next);
+        seen.push(next);
+    }
+    // All four condemned: the plane still answers.
+    assert!(t.reverse(0, &mut rng).is_some());
+    t.reverse_failed(EvId::MAX);
+}
+
 #[test]
 fn deny_and_allow() {
     let mut t = srv6(4, 2, 0, 1, 100);
@@ -485,8 +510,9 @@ fn an_ev_knows_which_of_its_transmissions_a_later_delivery_overtook() {
 
 /// A gray path (brief §6.2 #15: 20 % injected drop goes inactive at once) delivers between its
 /// losses, so the losses-in-a-row rule never fires; three lost of its last 16 first
-/// transmissions retire it (issue #14). A path at 1 % random loss, one loss in a window, never
-/// is; neither is a run of lost retransmissions (no evidence).
+/// transmissions, each overtaken by a later packet on it, retire it (issue #14). A path at
+/// 1 % random loss, one loss in a window, never is; neither are holes the path never proved
+/// dropped, nor lost retransmissions (no evidence).
 #[test]
 fn a_gray_path_is_retired_on_its_loss_rate_a_clean_one_is_not() {
     let mut t = srv6(32, 16, 2, 1, 8);
@@ -500,7 +526,7 @@ fn a_gray_path_is_retired_on_its_loss_rate_a_clean_one_is_not() {
     let mut retired_after = None;
     for k in 0..40 {
         if k % 5 == 4 {
-            if t.on_inferred_loss(gray, true) {
+            if t.on_inferred_loss(gray, true, true) {
                 retired_after = Some(k);
                 break;
             }
@@ -516,14 +542,27 @@ fn a_gray_path_is_retired_on_its_loss_rate_a_clean_one_is_not() {
     // One loss per 16 (beyond 1 %): never enough.
     for k in 0..400 {
         if k % 16 == 15 {
-            assert!(!t.on_inferred_loss(clean, true), "first transmission {k}");
+            assert!(
+                !t.on_inferred_loss(clean, true, true),
+                "first transmission {k}"
+            );
         } else {
             deliver(&mut t, clean);
         }
     }
+    // Holes the QP's timing found while the path delivered nothing sent after them may sit
+    // in its queue: they count toward the losses in a row, not toward the loss rate.
+    let queued = 2u16;
+    for k in 0..40 {
+        if k % 5 == 4 {
+            assert!(!t.on_inferred_loss(queued, true, false), "loss {k}");
+        } else {
+            deliver(&mut t, queued);
+        }
+    }
     // Lost retransmissions are counted, never evidence.
     for _ in 0..8 {
-        assert!(!t.on_inferred_loss(clean, false));
+        assert!(!t.on_inferred_loss(clean, false, true));
     }
     // Off: only losses in a row count.
     let mut p = profile(32, 16, 2);
@@ -540,7 +579,7 @@ fn a_gray_path_is_retired_on_its_loss_rate_a_clean_one_is_not() {
     );
     for k in 0..40u64 {
         if k % 5 == 4 {
-            assert!(!off.on_inferred_loss(gray, true));
+            assert!(!off.on_inferred_loss(gray, true, true));
         } else {
             off.on_delivered(gray, 100 + k, NOW, true);
         }
