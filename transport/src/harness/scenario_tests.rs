@@ -237,6 +237,41 @@ fn a_tail_whose_sacks_vanish_is_probed_and_no_healthy_path_is_blamed() {
     assert!(lost > 0, "SACKs did leave on plane 0 and vanish");
 }
 
+/// The responder's reverse EV of plane 0 goes through a path that dies (every other path,
+/// both ways, works): its SACKs on plane 0 vanish until the requester resends data the lost
+/// SACK had acknowledged. That resend condemns the EV (brief §3.9, issue #14): later SACKs of
+/// plane 0 take another way back, so the dead path swallows a few of them, not the plane's
+/// SACKs of every later transfer.
+#[test]
+fn a_reverse_ev_through_a_dead_path_is_dropped_after_one_lost_sack_is_noticed() {
+    let (mut h, qp) = fabric(9, true, PathModel::default());
+    write_and_check(&mut h, qp, 1 << 20, 1);
+    // The reverse path plane 0's SACKs took: the only plane-0 reverse path with deliveries.
+    let reverse0 = PLANES * PATHS..PLANES * PATHS + PATHS;
+    let used: Vec<usize> = reverse0
+        .clone()
+        .filter(|&p| h.path_stats(PathId(p)).delivered > 0)
+        .collect();
+    assert_eq!(used.len(), 1, "one reverse EV per plane: {used:?}");
+    let dead = PathId(used[0]);
+    h.schedule_path(dead, h.now(), false);
+    for salt in 2..14 {
+        write_and_check(&mut h, qp, 64 * 1024 + salt as usize * 4096, salt);
+    }
+    let swallowed = h.path_stats(dead).dropped_down;
+    let others: u64 = reverse0
+        .filter(|&p| p != dead.0)
+        .map(|p| h.path_stats(PathId(p)).delivered)
+        .sum();
+    assert!(swallowed > 0, "a SACK did take the dead path");
+    assert!(others > 0, "plane 0's SACKs found another way back");
+    let sacks = h.node(qp.b.node).qp_stats(qp.b.qpn).unwrap().sacks_sent;
+    assert!(
+        swallowed * 10 < sacks,
+        "the dead path swallowed {swallowed} of {sacks} SACKs"
+    );
+}
+
 #[test]
 fn the_same_seed_replays_the_same_run_with_endpoints() {
     let digest = |seed| {
