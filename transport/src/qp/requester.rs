@@ -80,6 +80,10 @@ pub(super) struct TailProbe {
     since: Instant,
     /// Probes sent since the flight last moved.
     probes: u8,
+    /// The latest new packet was the last one posted: the flight is a tail (while more waits
+    /// to be sent, the SACKs it clocks keep the flight moving, and a stall is the per-packet
+    /// timeout's; no probe timer runs through a bulk transfer).
+    at_end: bool,
     /// The EV the latest SACK echoed.
     good_ev: Option<EvId>,
     /// The packet the probe resends, until it leaves.
@@ -199,11 +203,15 @@ impl Requester {
         }
     }
 
-    /// When the tail loss probe goes (see [`TailProbe`]): none in go-back-N mode, after the
-    /// last probe of a quiet spell, or with nothing in flight; each probe of a spell waits
-    /// twice as long as the one before.
+    /// When the tail loss probe goes (see [`TailProbe`]): none in go-back-N mode, while more
+    /// waits to be sent, after the last probe of a quiet spell, or with nothing in flight;
+    /// each probe of a spell waits twice as long as the one before.
     fn tail_probe_deadline(&self) -> Option<Instant> {
-        if self.gbn || self.tail.probes >= MAX_TAIL_PROBES || self.flight.inflight_bytes() == 0 {
+        if self.gbn
+            || !self.tail.at_end
+            || self.tail.probes >= MAX_TAIL_PROBES
+            || self.flight.inflight_bytes() == 0
+        {
             return None;
         }
         let wait = self.loss.rtt.srtt() + self.loss.reorder_window();
@@ -384,10 +392,9 @@ impl Qp {
             (false, false, false, _) => Opcode::WriteMiddle,
         };
         let rtx = retx.is_some();
+        let ends_queue = last && abs + 1 == sq.tail();
         // Ask for a SACK when this is the last packet we can send for now (brief §4.2).
-        let ack_req = rtx
-            || (last && abs + 1 == sq.tail())
-            || req.flight.nxt() + 1 - req.flight.una() >= req.window();
+        let ack_req = rtx || ends_queue || req.flight.nxt() + 1 - req.flight.una() >= req.window();
         let body = Body::Write(WriteHeaders {
             meth: MethRepr {
                 rqmsn: wr.rqmsn,
@@ -453,6 +460,7 @@ impl Qp {
         } else {
             req.flight.send_new(now, abs, pkt, len, ev);
             req.tail.probes = 0;
+            req.tail.at_end = ends_queue;
             req.mpr_paused = false;
             sq.advance(seq);
             if pkt == 0 && wr.imm.is_some() {
