@@ -268,23 +268,8 @@ fn node_count(msgs: &[Message]) -> u32 {
 /// one (a derangement drawn from `seed`), all starting at `start`.
 pub fn permutation(hosts: u32, size: u64, start: SimTime, seed: u64) -> Vec<Message> {
     assert!(hosts >= 2, "a permutation needs two hosts");
-    let mut rng = SimRng::new(seed);
-    let mut dst: Vec<u32> = (0..hosts).collect();
     // Shuffle until no host sends to itself (expected e tries).
-    loop {
-        rng.shuffle(&mut dst);
-        if dst.iter().enumerate().all(|(i, &d)| i as u32 != d) {
-            break;
-        }
-    }
-    (0..hosts)
-        .map(|src| Message {
-            src,
-            dst: dst[src as usize],
-            start,
-            size,
-        })
-        .collect()
+    shuffled_until(hosts, size, start, seed, |src, dst| src != dst)
 }
 
 /// A random permutation in which nobody sends inside its own rack (of `hosts_per_rack`
@@ -301,15 +286,25 @@ pub fn cross_rack_permutation(
         hosts_per_rack > 0 && hosts >= 2 * hosts_per_rack,
         "a cross-rack permutation needs two racks"
     );
+    shuffled_until(hosts, size, start, seed, |src, dst| {
+        src / hosts_per_rack != dst / hosts_per_rack
+    })
+}
+
+/// Every host sends `size` bytes to one other and receives from one: the destinations are
+/// shuffled (from `seed`) until every pair passes `ok(src, dst)`.
+fn shuffled_until(
+    hosts: u32,
+    size: u64,
+    start: SimTime,
+    seed: u64,
+    ok: impl Fn(u32, u32) -> bool,
+) -> Vec<Message> {
     let mut rng = SimRng::new(seed);
     let mut dst: Vec<u32> = (0..hosts).collect();
     loop {
         rng.shuffle(&mut dst);
-        if dst
-            .iter()
-            .enumerate()
-            .all(|(i, &d)| i as u32 / hosts_per_rack != d / hosts_per_rack)
-        {
+        if dst.iter().enumerate().all(|(i, &d)| ok(i as u32, d)) {
             break;
         }
     }
