@@ -230,7 +230,16 @@ mod tests {
     use super::*;
 
     fn plan(racks: u16) -> Plan {
-        let text = crate::experiments::fabric_toml("t", 2, racks, 4, 4, 50, 512 * 1024);
+        let text = crate::experiments::fabric_toml(
+            "t",
+            2,
+            racks,
+            4,
+            4,
+            50,
+            512 * 1024,
+            crate::experiments::LATENCY_NS,
+        );
         Plan::from_toml(&text, "<t>").unwrap()
     }
 

@@ -193,7 +193,16 @@ mod tests {
     #[test]
     fn every_port_is_the_hop_it_leads_to() {
         // 2 planes × 3 racks × 4 hosts, 5 spines per plane.
-        let text = crate::experiments::fabric_toml("t", 2, 3, 5, 4, 50, 512 * 1024);
+        let text = crate::experiments::fabric_toml(
+            "t",
+            2,
+            3,
+            5,
+            4,
+            50,
+            512 * 1024,
+            crate::experiments::LATENCY_NS,
+        );
         let plan = Plan::from_toml(&text, "<t>").unwrap();
         let f = Fabric::build(&plan, &SimConfig::default());
         let count = |t: QueueTier| f.tiers.iter().filter(|&&x| x == t).count();

@@ -2,7 +2,7 @@
 //! fault, asserted on behaviour so it cannot regress silently. The full-size figures come
 //! from `mrc-experiments` (docs/SIMULATOR.md).
 
-use mrc_sim::experiments::{Scenario, Transport, fabric_toml, run_scenario};
+use mrc_sim::experiments::{LATENCY_NS, Scenario, Transport, fabric_toml, run_scenario};
 use mrc_sim::time::SimTime;
 use mrc_sim::traffic::permutation;
 
@@ -13,7 +13,7 @@ use mrc_sim::traffic::permutation;
 /// this run retired an EV and resent 78 packets (0.48 %).
 #[test]
 fn a_clean_permutation_retires_no_ev_and_resends_almost_nothing() {
-    let plan = fabric_toml("clean", 8, 4, 8, 8, 50, 512 * 1024);
+    let plan = fabric_toml("clean", 8, 4, 8, 8, 50, 512 * 1024, LATENCY_NS);
     let t = Transport::Mrc;
     let sc = Scenario {
         name: "clean permutation".into(),

@@ -6,7 +6,9 @@
 use mrc_srv6::plan::{NodeId, SwitchId};
 use serde_json::json;
 
-use super::{ExpError, ExpOpts, Scenario, Transport, fabric_toml, require_intact, write_results};
+use super::{
+    ExpError, ExpOpts, Scenario, Transport, nonblocking_toml, require_intact, write_results,
+};
 use crate::fault::{Fault, FaultKind};
 use crate::progress::Progress;
 use crate::report::{Recorder, Report};
@@ -132,7 +134,7 @@ pub fn run(o: &ExpOpts) -> Result<(Failure, Flap), ExpError> {
     } else {
         (8, 4, 8, 50, 8 << 20)
     };
-    let plan_text = fabric_toml("failover", planes, racks, hpr, hpr, gbps, 512 * 1024);
+    let plan_text = nonblocking_toml("failover", planes, racks, hpr, gbps);
     let plan = mrc_srv6::plan::Plan::from_toml(&plan_text, "<failover>")?;
     let hosts = plan.host_count();
     let t = Transport::Mrc;

@@ -8,7 +8,7 @@ use core::fmt::Write as _;
 use serde_json::json;
 
 use super::{
-    ExpError, ExpOpts, Scenario, Transport, fabric_toml, require_intact, run_scenario,
+    ExpError, ExpOpts, Scenario, Transport, nonblocking_toml, require_intact, run_scenario,
     write_results,
 };
 use crate::time::SimTime;
@@ -36,7 +36,7 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     } else {
         (8, 4, 8, 50, 4 << 20, 16 << 20)
     };
-    let plan = fabric_toml("incast", planes, racks, hpr, hpr, gbps, 512 * 1024);
+    let plan = nonblocking_toml("incast", planes, racks, hpr, gbps);
     let h = |rack: u32, k: u32| rack * u32::from(hpr) + k;
     let (target, victim_dst, victim_src) = (h(0, 0), h(0, 1), h(1, 0));
     // Seven senders spread over the other racks (never the victim's source).

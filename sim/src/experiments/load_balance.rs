@@ -8,7 +8,7 @@ use core::fmt::Write as _;
 use serde_json::json;
 
 use super::{
-    ExpError, ExpOpts, Scenario, Transport, fabric_toml, require_intact, run_scenario,
+    ExpError, ExpOpts, Scenario, Transport, nonblocking_toml, require_intact, run_scenario,
     write_results,
 };
 use crate::report::FlowRow;
@@ -48,15 +48,7 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     } else {
         (8, 8, 16, 50, 8 << 20)
     };
-    let plan = fabric_toml(
-        "lb",
-        planes,
-        racks,
-        hosts_per_rack,
-        hosts_per_rack,
-        gbps,
-        512 * 1024,
-    );
+    let plan = nonblocking_toml("lb", planes, racks, hosts_per_rack, gbps);
     let hosts = u32::from(racks) * u32::from(hosts_per_rack);
     let nic_gbps = f64::from(gbps) * f64::from(planes);
     let msgs = permutation(hosts, size, SimTime::ZERO, o.seed);

@@ -7,7 +7,7 @@ use core::fmt::Write as _;
 use serde_json::json;
 
 use super::{
-    ExpError, ExpOpts, Scenario, Transport, fabric_toml, require_intact, run_scenario,
+    ExpError, ExpOpts, Scenario, Transport, nonblocking_toml, require_intact, run_scenario,
     write_results,
 };
 use crate::fault::{Fault, FaultKind};
@@ -39,7 +39,7 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     } else {
         (8, 2, 8, 50, 4 << 20)
     };
-    let plan = fabric_toml("loss", planes, racks, hpr, hpr, gbps, 512 * 1024);
+    let plan = nonblocking_toml("loss", planes, racks, hpr, gbps);
     let hosts = u32::from(racks) * u32::from(hpr);
     let nic = f64::from(gbps) * f64::from(planes);
     let msgs = permutation(hosts, size, SimTime::ZERO, o.seed);

@@ -62,33 +62,28 @@ pub enum ExpError {
     Io(#[from] std::io::Error),
 }
 
-/// A two-tier multi-plane fabric as plan TOML: `racks` T0s and `spines` T1s per plane,
-/// `hosts_per_rack` hosts, every link at `gbps`, `buffer` bytes per port with ECN marking
-/// from a tenth to half of it.
-pub fn fabric_toml(
+/// The experiments' usual fabric (docs/SIMULATOR.md): non-blocking, as many spines per plane
+/// as hosts per rack, 512 KiB per port, [`LATENCY_NS`].
+pub fn nonblocking_toml(
     name: &str,
     planes: u8,
     racks: u16,
-    spines: u16,
     hosts_per_rack: u16,
     gbps: u32,
-    buffer: u64,
 ) -> String {
-    fabric_toml_with(
-        name,
-        planes,
-        racks,
-        spines,
-        hosts_per_rack,
-        gbps,
-        buffer,
-        (100, 600),
-    )
+    let h = hosts_per_rack;
+    fabric_toml(name, planes, racks, h, h, gbps, 512 * 1024, LATENCY_NS)
 }
 
-/// [`fabric_toml`] with the one-way latency of host links and of fabric links, ns.
+/// One-way latency of host links and of fabric links (ns) in the experiments' fabrics.
+pub const LATENCY_NS: (u64, u64) = (100, 600);
+
+/// A two-tier multi-plane fabric as plan TOML: `racks` T0s and `spines` T1s per plane,
+/// `hosts_per_rack` hosts, every link at `gbps` with the one-way latency `(host links, fabric
+/// links)` in ns ([`LATENCY_NS`] in most experiments), `buffer` bytes per port with ECN
+/// marking from a tenth to half of it.
 #[allow(clippy::too_many_arguments)]
-pub fn fabric_toml_with(
+pub fn fabric_toml(
     name: &str,
     planes: u8,
     racks: u16,

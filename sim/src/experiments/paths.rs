@@ -14,7 +14,7 @@ use mrc_srv6::plan::{NodeId, SwitchId};
 use serde_json::json;
 
 use super::{
-    ExpError, ExpOpts, Scenario, Transport, fabric_toml_with, require_intact, run_scenario,
+    ExpError, ExpOpts, Scenario, Transport, fabric_toml, require_intact, run_scenario,
     write_results,
 };
 use crate::config::Routing;
@@ -131,7 +131,7 @@ fn setup(quick: bool, seed: u64) -> (String, Vec<crate::traffic::Message>, u64) 
     } else {
         (4, 8, 8, 8 << 20, 60)
     };
-    let plan = fabric_toml_with(
+    let plan = fabric_toml(
         "paths",
         PLANES,
         racks,

@@ -6,7 +6,7 @@ use core::fmt::Write as _;
 use serde_json::json;
 
 use super::{
-    ExpError, ExpOpts, Scenario, Transport, fabric_toml, require_intact, run_scenario,
+    ExpError, ExpOpts, LATENCY_NS, Scenario, Transport, fabric_toml, require_intact, run_scenario,
     write_results,
 };
 use crate::time::SimTime;
@@ -45,7 +45,16 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
         cfg.sample_every = Some(mrc_transport::Duration::from_micros(20));
         let sc = Scenario {
             name: format!("scale {hosts} hosts"),
-            plan: fabric_toml("scale", planes, racks, spines, hpr, 50, 512 * 1024),
+            plan: fabric_toml(
+                "scale",
+                planes,
+                racks,
+                spines,
+                hpr,
+                50,
+                512 * 1024,
+                LATENCY_NS,
+            ),
             cfg,
             msgs: permutation(hosts, size, SimTime::ZERO, o.seed),
             opts: t.workload(1),
