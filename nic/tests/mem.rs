@@ -121,8 +121,13 @@ fn a_link_down_moves_traffic_to_the_other_planes_and_back_when_it_returns() {
     let marks = marks.lock().unwrap().clone();
     assert_eq!(marks.len(), 2, "the link went down and up");
     let (down, up) = (marks[0], marks[1]);
-    // While down, host 0 sent nothing on plane 1 ...
-    assert_eq!(up.0, down.0, "host 0 used its down port");
+    // While down, host 0 sent nothing on plane 1 but what its NIC thread had already put in a
+    // TX burst when the application thread read the counter and took the link down (the two
+    // threads race by one burst at most: a CI run caught 7 frames there) ...
+    assert!(
+        up.0 - down.0 <= mrc_nic::io::TX_BURST as u64,
+        "host 0 used its down port: {down:?} -> {up:?}"
+    );
     // ... and host 1, told by host 0 (PORT_STATUS_UPDATE), stopped sending towards it there
     // (a window of frames may have been on their way).
     assert!(
