@@ -57,6 +57,16 @@ impl PathFault {
         }
     }
 
+    /// Its runs' directory names.
+    fn slug(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::OneDead => "one_dead_link",
+            Self::ThreeDead => "three_dead_links",
+            Self::Gray => "gray_link",
+        }
+    }
+
     /// The issue's bound on p99 FCT against the fault-free run.
     fn goal(self) -> Option<f64> {
         match self {
@@ -123,72 +133,73 @@ pub struct Row {
     pub flows: usize,
 }
 
-/// The fabric and traffic of a run: (plan TOML, flows, fault time µs), in full or `quick`.
-fn setup(quick: bool, seed: u64) -> (String, Vec<crate::traffic::Message>, u64) {
-    // (racks, spines, hosts per rack, flow bytes, fault time µs).
-    let (racks, spines, hpr, size, at_us) = if quick {
-        (2u16, 4u16, 4u16, 2u64 << 20, 10u64)
-    } else {
-        (4, 8, 8, 8 << 20, 60)
-    };
-    let plan = fabric_toml(
-        "paths",
-        PLANES,
-        racks,
-        spines,
-        hpr,
-        GBPS,
-        BUFFER,
-        (LINK_NS, LINK_NS),
-    );
-    let hosts = u32::from(racks) * u32::from(hpr);
-    let msgs = cross_rack_permutation(hosts, u32::from(hpr), size, SimTime::ZERO, seed);
-    (plan, msgs, at_us)
+/// The fabric's shape and the flows of a run, in full or `quick`.
+struct Shape {
+    racks: u16,
+    spines: u16,
+    hosts_per_rack: u16,
+    flow_bytes: u64,
+    fault_at_us: u64,
 }
 
-/// The scenario of one mode (`Routing::Srv6` or `Routing::Ecmp`) with one fault.
-pub fn scenario(o: &ExpOpts, routing: Routing, fault: PathFault) -> Scenario {
-    let (plan, msgs, at_us) = setup(o.quick, o.seed);
-    let t = Transport::Mrc;
-    let mut cfg = t.sim_config(o.seed);
-    cfg.routing = routing;
-    let mode = match routing {
-        Routing::Srv6 => "SRv6",
-        Routing::Ecmp => "ECMP",
-    };
-    Scenario {
-        name: format!("{mode}, {}", fault.name()),
-        plan,
-        cfg,
-        msgs,
-        opts: t.workload(1),
-        faults: fault.faults(at_us),
-        limit: SimTime(100_000_000_000),
+impl Shape {
+    fn of(quick: bool) -> Self {
+        let (racks, spines, hosts_per_rack, flow_bytes, fault_at_us) = if quick {
+            (2, 4, 4, 2 << 20, 10)
+        } else {
+            (4, 8, 8, 8 << 20, 60)
+        };
+        Self {
+            racks,
+            spines,
+            hosts_per_rack,
+            flow_bytes,
+            fault_at_us,
+        }
+    }
+
+    fn hosts(&self) -> u32 {
+        u32::from(self.racks) * u32::from(self.hosts_per_rack)
+    }
+
+    fn plan(&self) -> String {
+        let (racks, spines, hpr) = (self.racks, self.spines, self.hosts_per_rack);
+        fabric_toml(
+            "paths",
+            PLANES,
+            racks,
+            spines,
+            hpr,
+            GBPS,
+            BUFFER,
+            (LINK_NS, LINK_NS),
+        )
     }
 }
 
 /// Run it: both modes, every fault.
 pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     let dir = o.out.join("paths");
-    let (plan, msgs, at_us) = setup(o.quick, o.seed);
-    let p = mrc_srv6::plan::Plan::from_toml(&plan, "<paths>")?;
-    let (racks, spines, hpr) = (p.t0_per_plane(), p.t1_per_plane(), p.hosts_per_t0());
-    let (hosts, size, planes) = (p.host_count(), msgs[0].size, PLANES);
+    let shape = Shape::of(o.quick);
+    let (plan, hpr) = (shape.plan(), u32::from(shape.hosts_per_rack));
+    let msgs = cross_rack_permutation(shape.hosts(), hpr, shape.flow_bytes, SimTime::ZERO, o.seed);
+    let t = Transport::Mrc;
     let mut rows = Vec::new();
     for (mode, routing) in [("SRv6", Routing::Srv6), ("ECMP", Routing::Ecmp)] {
         let mut clean_p99 = f64::NAN;
         for fault in PathFault::ALL {
-            let sc = scenario(o, routing, fault);
-            let slug = format!(
-                "{}_{}",
-                mode.to_lowercase(),
-                fault
-                    .name()
-                    .split(',')
-                    .next()
-                    .unwrap_or("")
-                    .replace(' ', "_")
-            );
+            let mut cfg = t.sim_config(o.seed);
+            cfg.routing = routing;
+            let sc = Scenario {
+                name: format!("{mode}, {}", fault.name()),
+                plan: plan.clone(),
+                cfg,
+                msgs: msgs.clone(),
+                opts: t.workload(1),
+                faults: fault.faults(shape.fault_at_us),
+                limit: SimTime(100_000_000_000),
+            };
+            let slug = format!("{}_{}", mode.to_lowercase(), fault.slug());
             let out = run_scenario(&sc, Some(&dir.join(slug)), o.progress)?;
             require_intact(&out, false)?;
             let r = &out.report;
@@ -229,6 +240,14 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
             });
         }
     }
+    let (hosts, planes) = (shape.hosts(), PLANES);
+    let Shape {
+        racks,
+        spines,
+        hosts_per_rack: hpr,
+        flow_bytes,
+        fault_at_us: at_us,
+    } = shape;
     let mut table = format!(
         "# Path failures in both path modes ({hosts} hosts: {planes} planes × {racks} racks × \
          {hpr} hosts, {spines} spines per plane, {GBPS} Gb/s links of {LINK_NS} ns; cross-rack \
@@ -236,7 +255,7 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
          | mode | fault | p99 FCT µs | mean FCT µs | p99 / fault-free | goal | data packets lost | \
          retransmitted | EVs retired, faulted planes | EVs retired, other planes | done |\n\
          |---|---|---|---|---|---|---|---|---|---|---|\n",
-        size / 1000
+        flow_bytes / 1000
     );
     for r in &rows {
         let _ = writeln!(

@@ -8,7 +8,7 @@ use super::{Sim, SimError};
 use crate::fabric::Owner;
 use crate::fault::{Fault, FaultKind, Impairment};
 use crate::pool::PacketId;
-use crate::port::Admission;
+use crate::port::{Admission, is_data_class};
 use crate::queue::{Event, PortId};
 use crate::switch;
 use crate::time::{SimTime, serialisation_ps};
@@ -190,7 +190,7 @@ impl Sim {
                 .frame(pkt)
                 .get(ETHERNET_HEADER_LEN..)
                 .unwrap_or(&[]);
-            let data = u64::from(is_data(ip, &self.cfg));
+            let data = u64::from(is_data_class(ip, &self.cfg.wire));
             let p = &mut self.fabric.ports[port as usize].stats;
             if up {
                 p.lost += 1;
@@ -262,7 +262,7 @@ impl Sim {
                 .frame(pkt)
                 .get(ETHERNET_HEADER_LEN..)
                 .unwrap_or(&[]);
-            self.lost_in_flight_data += u64::from(is_data(ip, &self.cfg));
+            self.lost_in_flight_data += u64::from(is_data_class(ip, &self.cfg.wire));
             self.pool.free(pkt);
             return;
         }
@@ -270,7 +270,7 @@ impl Sim {
         match self.fabric.owner[to as usize] {
             (Owner::Host(h), plane) => {
                 let frame = self.pool.frame(pkt);
-                if is_data(&frame[ETHERNET_HEADER_LEN..], &self.cfg) {
+                if is_data_class(&frame[ETHERNET_HEADER_LEN..], &self.cfg.wire) {
                     self.plane_delivered[usize::from(plane)] += frame.len() as u64;
                     self.host_delivered[h as usize] += frame.len() as u64;
                 }
@@ -430,10 +430,4 @@ impl Sim {
     fn host_port_id(&self, h: u32, plane: u8) -> PortId {
         h * u32::from(self.fabric.planes) + u32::from(plane)
     }
-}
-
-/// A data frame (a Write or probe on a data class, not trimmed): by its outer DSCP, as a
-/// switch classifies it.
-fn is_data(ip: &[u8], cfg: &crate::SimConfig) -> bool {
-    crate::port::is_data_class(ip, &cfg.wire)
 }

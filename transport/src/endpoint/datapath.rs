@@ -497,7 +497,7 @@ impl Endpoint {
         };
         let planes = ready & remote_up;
         let preferred = o.answer.map_or(planes.trailing_zeros() as u8, |a| a.plane);
-        let ev = paths.reverse_ev(planes, preferred, &mut self.rng)?;
+        let ev = paths.reverse_ev(planes, preferred)?;
         let (opcode, psn, body) = match o.answer {
             None => (
                 Opcode::EndpointRequest,

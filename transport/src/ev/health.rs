@@ -35,14 +35,9 @@ pub(crate) enum EvEvent {
     TrimmedLastHop { ev: EvId },
     /// Another retriable NACK naming `ev` (out of window, no resource...).
     Nacked { ev: EvId },
-    /// A packet on `ev` was inferred lost from SACK holes (`first`: a first transmission;
-    /// `overtaken`: a packet sent on `ev` after it was delivered, so `ev` works and dropped
-    /// this one, rather than holding it in a queue).
-    InferredLoss {
-        ev: EvId,
-        first: bool,
-        overtaken: bool,
-    },
+    /// Transmission `tx_id` on `ev` was inferred lost from SACK holes (`first`: a first
+    /// transmission).
+    InferredLoss { ev: EvId, tx_id: u64, first: bool },
     /// A packet on `ev` outlived its per-packet path-failure timeout.
     Timeout { ev: EvId },
     /// A SACK answered (PR) the probe on `ev`.
@@ -115,15 +110,11 @@ impl Paths {
             EvEvent::Nacked { ev } => self.count_nack(ev, false, planes),
             // §3.6, §3.7: a hole may be reordering; only repeated first transmissions lost on
             // the EV with nothing delivered between are a silent loss, a path failure.
-            EvEvent::InferredLoss {
-                ev,
-                first,
-                overtaken,
-            } => {
+            EvEvent::InferredLoss { ev, tx_id, first } => {
                 if let Some(p) = plane(planes, self.plane_of(ev)) {
                     p.inferred_losses += 1;
                 }
-                if self.table.on_inferred_loss(ev, first, overtaken) && health {
+                if self.table.on_inferred_loss(ev, tx_id, first) && health {
                     self.path_failure(ev, now, rng, stats);
                 }
             }

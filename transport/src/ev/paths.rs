@@ -3,7 +3,9 @@
 //! §3.2, §3.9, §8.2). Built when the QP enters RTR; what happens to an EV's health is
 //! [`Paths::react`] (`health.rs`).
 
-use super::{EvId, EvKind, EvSelector, EvTable, RemapDetector, Selector, build_selector};
+use super::{
+    EvId, EvKind, EvRole, EvSelector, EvState, EvTable, RemapDetector, Selector, build_selector,
+};
 use crate::config::{EndpointConfig, PathMode, SelectorKind};
 use crate::rng::Rng;
 use crate::verbs::{InitAttr, Qpn, RtrAttr, TransportMode, VerbsError};
@@ -103,20 +105,50 @@ impl Paths {
         ev
     }
 
+    /// [`Self::select`] near EV `near` (a tail loss probe's choice: the EV whose SACK last came
+    /// back, RFC 8985 §7): `near` itself when it may carry the packet (in service, where a
+    /// SKIP for congestion does not stop a probe; on a plane in `planes`; not `avoid`), else an
+    /// EV of its plane, whose way back just worked, else any.
+    pub fn select_near(
+        &mut self,
+        near: EvId,
+        planes: u32,
+        avoid: Option<EvId>,
+        rng: &mut Rng,
+    ) -> Option<EvId> {
+        let Some(e) = self.table.get_hot(near) else {
+            return self.select(planes, avoid, rng);
+        };
+        let bit = 1u32.checked_shl(u32::from(e.plane)).unwrap_or(0) & planes;
+        if bit == 0 {
+            return self.select(planes, avoid, rng);
+        }
+        let in_service =
+            e.role == EvRole::Active && matches!(e.state, EvState::Good | EvState::Skip);
+        if in_service && Some(near) != avoid {
+            return Some(near);
+        }
+        let ev = self.select(bit, avoid, rng);
+        if ev.is_some() || bit == planes {
+            return ev;
+        }
+        self.select(planes, avoid, rng)
+    }
+
     /// The reverse EV a control packet leaves on (brief §3.9): through `preferred` (the plane
     /// its trigger arrived on) when it is in `planes`, else through the first of `planes` that
     /// has one.
-    pub fn reverse_ev(&mut self, planes: u32, preferred: u8, rng: &mut Rng) -> Option<EvId> {
+    pub fn reverse_ev(&mut self, planes: u32, preferred: u8) -> Option<EvId> {
         let bit = 1u32.checked_shl(u32::from(preferred)).unwrap_or(0);
         let mut ev = None;
         if planes & bit != 0 {
-            ev = self.table.reverse(usize::from(preferred), rng);
+            ev = self.table.reverse(usize::from(preferred));
         }
         let mut rest = planes & !bit;
         while ev.is_none() && rest != 0 {
             let p = rest.trailing_zeros();
             rest &= rest - 1;
-            ev = self.table.reverse(p as usize, rng);
+            ev = self.table.reverse(p as usize);
         }
         ev
     }

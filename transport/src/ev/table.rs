@@ -478,20 +478,17 @@ impl EvTable {
     /// make [`EvProfile::inferred_losses_to_retire`] in a row with no delivery between (a
     /// dead path), or [`EvProfile::lossy_of_16_to_retire`] of the EV's last 16 (a gray one,
     /// brief §6.2 #15), the evidence that retires it (the counts start over). Only a loss the
-    /// path itself proved, a later packet on it `overtaken` it, counts toward the gray rule:
-    /// a hole found by the QP's timing alone may sit in a queue of its path (issue #14: ECMP
-    /// hot spots' queues retired healthy EVs that way). A retransmission is counted, never
-    /// evidence: its send order says little about its arrival order.
-    pub fn on_inferred_loss(
-        &mut self,
-        id: EvId,
-        first_transmission: bool,
-        overtaken: bool,
-    ) -> bool {
+    /// path itself proved, transmission `tx_id` overtaken by a later one delivered on it
+    /// ([`PathEvidence::overtaken`]), counts toward the gray rule: a hole found by the QP's
+    /// timing alone may sit in a queue of its path (issue #14: ECMP hot spots' queues retired
+    /// healthy EVs that way). A retransmission is counted, never evidence: its send order says
+    /// little about its arrival order.
+    pub fn on_inferred_loss(&mut self, id: EvId, tx_id: u64, first_transmission: bool) -> bool {
         let (in_a_row, of_16) = (
             self.policy.inferred_losses_to_retire,
             self.policy.lossy_of_16_to_retire,
         );
+        let overtaken = PathEvidence::overtaken(self, id, tx_id);
         self.stats[usize::from(id)].inferred_losses += 1;
         let e = &mut self.hot[usize::from(id)];
         if !first_transmission {
@@ -727,6 +724,8 @@ impl EvTable {
         self.next_probe_at = None;
         self.probes_out = 0;
         self.reverse.iter_mut().for_each(|r| *r = None);
+        // A new hash is a new way back too.
+        self.reverse_bad.iter_mut().for_each(|w| *w = 0);
         self.assign_roles();
     }
 
@@ -735,7 +734,7 @@ impl EvTable {
     /// else the plane's next active EV not condemned. (Spreading every SACK over the plane's
     /// EVs instead healed a dead way back as well, but raised a 1024-host UEC fabric's ECN
     /// marks 48 k → 92 k and its trims 0 → 917: issue #14.)
-    pub fn reverse(&mut self, plane: usize, rng: &mut Rng) -> Option<EvId> {
+    pub fn reverse(&mut self, plane: usize) -> Option<EvId> {
         let current = *self.reverse.get(plane)?;
         if let Some(id) = current
             && self.hot[usize::from(id)].role == EvRole::Active
@@ -743,16 +742,13 @@ impl EvTable {
         {
             return Some(id);
         }
-        let pick = self
-            .next_reverse(plane, current)
-            .or_else(|| {
-                // Every active EV of the plane was condemned: they get another chance.
-                for id in self.plane_range(plane) {
-                    self.set_reverse_bad(id, false);
-                }
-                self.next_reverse(plane, current)
-            })
-            .or_else(|| self.random_active(plane, rng, current));
+        let pick = self.next_reverse(plane, current).or_else(|| {
+            // Every active EV of the plane was condemned: they get another chance.
+            for id in self.plane_range(plane) {
+                self.set_reverse_bad(id, false);
+            }
+            self.next_reverse(plane, current)
+        });
         self.reverse[plane] = pick;
         pick
     }
@@ -761,6 +757,9 @@ impl EvTable {
     fn next_reverse(&self, plane: usize, from: Option<EvId>) -> Option<EvId> {
         let r = self.plane_range(plane);
         let n = r.len() as u16;
+        if n == 0 {
+            return None;
+        }
         let at = from
             .filter(|id| r.contains(id))
             .map_or(n - 1, |id| id - r.start);

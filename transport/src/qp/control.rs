@@ -126,16 +126,13 @@ impl Qp {
         ctx: &mut Ctx<'_>,
     ) -> TxOutcome {
         let planes = self.planes(ready, ctx);
-        let Some(Parts {
-            c, stats, rng, qpn, ..
-        }) = self.parts()
-        else {
+        let Some(Parts { c, stats, qpn, .. }) = self.parts() else {
             return TxOutcome::Idle;
         };
         let Some(&ctl) = c.ctrl.front() else {
             return TxOutcome::Idle;
         };
-        let Some(ev) = c.paths.reverse_ev(planes, ctl.plane(), rng) else {
+        let Some(ev) = c.paths.reverse_ev(planes, ctl.plane()) else {
             return TxOutcome::Blocked;
         };
         let cack_psn = psn_of(c.resp.rq_psn(), c.resp.cack());
@@ -175,12 +172,11 @@ impl Qp {
                 Body::Ack(AethRepr::ack(u32::from(msn))),
             ),
         };
-        let ev_id = ev;
-        let ev = c.paths.table.route_ref(ev);
+        let route = c.paths.table.route_ref(ev);
         let sent = frames::emit_control_templated(
             &mut c.tmpl,
             ctx.cfg,
-            ev,
+            route,
             c.peer.addr,
             opcode,
             c.peer.qpn.0,
@@ -196,7 +192,7 @@ impl Qp {
         match ctl {
             Control::Sack(_) => {
                 stats.sacks_sent += 1;
-                c.resp.last_sack_ev = Some(ev_id);
+                c.resp.last_sack_ev = Some(ev);
             }
             Control::Ack { .. } => stats.acks_sent += 1,
             Control::Nack { .. } => {}

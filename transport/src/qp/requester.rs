@@ -11,11 +11,11 @@ use super::frames::{self, Transmit};
 use super::{Parts, Qp, TxOutcome};
 use crate::config::EndpointConfig;
 use crate::ctx::{CcSlot, Ctx};
-use crate::ev::{EvEvent, EvId, EvRole, EvState, EvTable};
+use crate::ev::{EvEvent, EvId, EvTable};
 use crate::event::Event;
 use crate::reliability::loss::{LossDeadlines, LossDetection};
 use crate::reliability::psn::psn_of;
-use crate::reliability::{Flight, FlightEntry, PathEvidence, RetryBudget, RetryVerdict};
+use crate::reliability::{Flight, FlightEntry, RetryBudget, RetryVerdict};
 use crate::stats::QpStats;
 use crate::time::{Duration, Instant};
 use crate::verbs::{QpState, RtsAttr, TransportMode, VerbsError, WcStatus};
@@ -229,36 +229,14 @@ impl Requester {
         }
     }
 
-    /// Where a retransmission of `seq` should go, if it is the tail probe: the EV the latest
-    /// SACK echoed when it may carry it (in service, on a plane that may send now, not the EV
-    /// the packet left on; a SKIP for congestion does not stop a probe), else `Err` with the
-    /// planes to choose from: that EV's plane, whose way back just worked.
-    fn tail_probe_ev(
-        &mut self,
-        seq: u64,
-        lost_on: EvId,
-        table: &EvTable,
-        planes: u32,
-    ) -> Result<EvId, u32> {
+    /// If the retransmission of `seq` is the tail probe, the EV it should go near: the one the
+    /// latest SACK echoed (see [`Paths::select_near`](crate::ev::Paths)).
+    fn take_tail_probe(&mut self, seq: u64) -> Option<EvId> {
         if self.tail.seq != Some(seq) {
-            return Err(planes);
+            return None;
         }
         self.tail.seq = None;
-        let Some(good) = self
-            .tail
-            .good_ev
-            .and_then(|ev| Some((ev, table.get_hot(ev)?)))
-        else {
-            return Err(planes);
-        };
-        let (ev, e) = good;
-        let bit = 1u32.checked_shl(u32::from(e.plane)).unwrap_or(0);
-        let in_service =
-            e.role == EvRole::Active && matches!(e.state, EvState::Good | EvState::Skip);
-        if ev != lost_on && in_service && planes & bit != 0 {
-            return Ok(ev);
-        }
-        Err(if planes & bit != 0 { bit } else { planes })
+        self.tail.good_ev
     }
 
     /// Bring the controller's in-flight count in line with this QP's flight.
@@ -354,14 +332,9 @@ impl Qp {
         };
         let req = &mut c.req;
         let avoid = retx.map(|(_, e)| e.ev);
-        let chosen = match retx.map(|(seq, e)| req.tail_probe_ev(seq, e.ev, &c.paths.table, planes))
-        {
-            Some(Ok(ev)) => Some(ev),
-            Some(Err(on)) if on != planes => c
-                .paths
-                .select(on, avoid, rng)
-                .or_else(|| c.paths.select(planes, avoid, rng)),
-            _ => c.paths.select(planes, avoid, rng),
+        let chosen = match retx.and_then(|(seq, _)| req.take_tail_probe(seq)) {
+            Some(near) => c.paths.select_near(near, planes, avoid, rng),
+            None => c.paths.select(planes, avoid, rng),
         };
         let Some(ev) = chosen else {
             // Work waits and no EV may carry it (every one assumed bad or denied, or no port
@@ -629,8 +602,8 @@ impl Qp {
             } else {
                 EvEvent::InferredLoss {
                     ev: e.ev,
+                    tx_id: e.tx_id,
                     first: e.tx_count == 1,
-                    overtaken: c.paths.table.overtaken(e.ev, e.tx_id),
                 }
             };
             c.paths.react(event, now, rng, stats, ctx.planes);

@@ -261,17 +261,17 @@ fn ecmp_entropy_names_its_index_and_a_remap_draws_fresh_values() {
 fn reverse_evs_follow_health() {
     let mut rng = Rng::new(1);
     let mut t = srv6(4, 2, 0, 2, 100);
-    let r = t.reverse(1, &mut rng).unwrap();
+    let r = t.reverse(1).unwrap();
     assert_eq!(t.ev(r).plane, 1);
-    assert_eq!(t.reverse(1, &mut rng), Some(r), "stable while healthy");
+    assert_eq!(t.reverse(1), Some(r), "stable while healthy");
     t.rotate_reverse(1, &mut rng);
-    let r2 = t.reverse(1, &mut rng).unwrap();
+    let r2 = t.reverse(1).unwrap();
     assert_ne!(r2, r);
     t.retire(r2, NOW);
-    let r3 = t.reverse(1, &mut rng).unwrap();
+    let r3 = t.reverse(1).unwrap();
     assert_ne!(r3, r2);
     assert_eq!(t.ev(r3).role, EvRole::Active);
-    assert_eq!(t.reverse(7, &mut rng), None, "no such plane");
+    assert_eq!(t.reverse(7), None, "no such plane");
 }
 
 /// A SACK lost on its way back (the peer resent what it acknowledged) condemns the EV it left
@@ -279,23 +279,22 @@ fn reverse_evs_follow_health() {
 /// another is left; when every one was condemned, they all get another chance (issue #14).
 #[test]
 fn a_reverse_ev_that_lost_a_sack_carries_no_more_control_packets() {
-    let mut rng = Rng::new(2);
     let mut t = srv6(4, 4, 0, 1, 100);
-    let first = t.reverse(0, &mut rng).unwrap();
+    let first = t.reverse(0).unwrap();
     t.reverse_failed(first);
-    let second = t.reverse(0, &mut rng).unwrap();
+    let second = t.reverse(0).unwrap();
     assert_ne!(second, first);
-    assert_eq!(t.reverse(0, &mut rng), Some(second), "kept while it works");
+    assert_eq!(t.reverse(0), Some(second), "kept while it works");
     let mut seen = vec![first, second];
     t.reverse_failed(second);
     for _ in 0..2 {
-        let next = t.reverse(0, &mut rng).unwrap();
+        let next = t.reverse(0).unwrap();
         assert!(!seen.contains(&next), "{next} was condemned: {seen:?}");
         t.reverse_failed(next);
         seen.push(next);
     }
     // All four condemned: the plane still answers.
-    assert!(t.reverse(0, &mut rng).is_some());
+    assert!(t.reverse(0).is_some());
     t.reverse_failed(EvId::MAX);
 }
 
@@ -526,7 +525,7 @@ fn a_gray_path_is_retired_on_its_loss_rate_a_clean_one_is_not() {
     let mut retired_after = None;
     for k in 0..40 {
         if k % 5 == 4 {
-            if t.on_inferred_loss(gray, true, true) {
+            if t.on_inferred_loss(gray, 0, true) {
                 retired_after = Some(k);
                 break;
             }
@@ -543,7 +542,7 @@ fn a_gray_path_is_retired_on_its_loss_rate_a_clean_one_is_not() {
     for k in 0..400 {
         if k % 16 == 15 {
             assert!(
-                !t.on_inferred_loss(clean, true, true),
+                !t.on_inferred_loss(clean, 0, true),
                 "first transmission {k}"
             );
         } else {
@@ -555,14 +554,14 @@ fn a_gray_path_is_retired_on_its_loss_rate_a_clean_one_is_not() {
     let queued = 2u16;
     for k in 0..40 {
         if k % 5 == 4 {
-            assert!(!t.on_inferred_loss(queued, true, false), "loss {k}");
+            assert!(!t.on_inferred_loss(queued, u64::MAX, true), "loss {k}");
         } else {
             deliver(&mut t, queued);
         }
     }
     // Lost retransmissions are counted, never evidence.
     for _ in 0..8 {
-        assert!(!t.on_inferred_loss(clean, false, true));
+        assert!(!t.on_inferred_loss(clean, 0, false));
     }
     // Off: only losses in a row count.
     let mut p = profile(32, 16, 2);
@@ -579,7 +578,7 @@ fn a_gray_path_is_retired_on_its_loss_rate_a_clean_one_is_not() {
     );
     for k in 0..40u64 {
         if k % 5 == 4 {
-            assert!(!off.on_inferred_loss(gray, true, true));
+            assert!(!off.on_inferred_loss(gray, 0, true));
         } else {
             off.on_delivered(gray, 100 + k, NOW, true);
         }
