@@ -1,11 +1,17 @@
 //! A QP's send queue (work requests from `post_send` until their completion) and receive
-//! queue (receive work requests waiting for Write-with-Immediate messages). Both are fixed
-//! rings sized at `create_qp`: posting never allocates.
+//! queue (receive work requests waiting for Write-with-Immediate messages). Both are rings
+//! bounded at `create_qp` by the QP's `max_send_wr` / `max_recv_wr`; each starts small and
+//! doubles when the work requests outstanding fill it, so a QP costs the depth it uses, not
+//! the depth it was given (issue #14: a thousand simulated hosts spent 130 MB on send queues
+//! of 1024 slots that held one work request). Posting allocates only while a ring grows.
 
 use std::collections::VecDeque;
 
 use crate::verbs::{MrTable, SendOpcode, SendWr, Sge, VerbsError};
 use crate::wire::icrc::Running;
+
+/// Slots of a send queue's ring, and entries of a receive queue's, before they first grow.
+const INITIAL_RING: usize = 16;
 
 /// One posted send work request.
 #[derive(Debug, Clone, Copy, Default)]
@@ -41,6 +47,8 @@ pub struct SendQueue {
     /// The ring, a power of two long (an index is a mask, not a 64-bit division: issue #13);
     /// at most `depth` of its slots hold work requests.
     slots: Vec<WrSlot>,
+    /// Longest the ring grows: `depth` rounded up to a power of two.
+    max_ring: usize,
     /// Work requests it holds at most (the QP's `max_send_wr`).
     depth: u64,
     sges: Vec<Sge>,
@@ -60,10 +68,12 @@ pub struct SendQueue {
 impl SendQueue {
     pub fn new(depth: u32, max_sge: u32) -> Self {
         let depth = depth.max(1) as usize;
-        let ring = depth.next_power_of_two();
+        let max_ring = depth.next_power_of_two();
+        let ring = max_ring.min(INITIAL_RING);
         let max_sge = max_sge.max(1) as usize;
         Self {
             slots: vec![WrSlot::default(); ring],
+            max_ring,
             depth: depth as u64,
             sges: vec![Sge::default(); ring * max_sge],
             max_sge,
@@ -79,6 +89,25 @@ impl SendQueue {
     #[inline]
     fn index(&self, abs: u64) -> usize {
         (abs & (self.slots.len() as u64 - 1)) as usize
+    }
+
+    /// Double the ring (the work requests outstanding fill it), each moved with its gather
+    /// list to its slot in the new one.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let ring = self.slots.len() * 2;
+        debug_assert!(ring <= self.max_ring);
+        let mut slots = vec![WrSlot::default(); ring];
+        let mut sges = vec![Sge::default(); ring * self.max_sge];
+        let m = self.max_sge;
+        for abs in self.head..self.tail {
+            let (from, to) = (self.index(abs), (abs & (ring as u64 - 1)) as usize);
+            slots[to] = self.slots[from];
+            sges[to * m..(to + 1) * m].copy_from_slice(&self.sges[from * m..(from + 1) * m]);
+        }
+        self.slots = slots;
+        self.sges = sges;
     }
 
     /// Queue a work request of `len` bytes split into `mtu`-byte packets.
@@ -102,6 +131,9 @@ impl SendQueue {
             SendOpcode::Write => None,
             SendOpcode::WriteWithImm(v) => Some(v),
         };
+        if self.tail - self.head == self.slots.len() as u64 {
+            self.grow();
+        }
         let i = self.index(self.tail);
         self.sges[i * self.max_sge..i * self.max_sge + wr.sg_list.len()]
             .copy_from_slice(wr.sg_list);
@@ -229,8 +261,15 @@ impl SendQueue {
         (head..tail).map(move |abs| self.slots[self.index(abs)])
     }
 
-    /// Heap bytes held.
+    /// Heap bytes the queue may hold: its ring grown to the depth. Set at creation, whatever
+    /// is posted.
     pub fn heap_bytes(&self) -> usize {
+        self.max_ring * (size_of::<WrSlot>() + self.max_sge * size_of::<Sge>())
+    }
+
+    /// Heap bytes held now (at most [`heap_bytes`](Self::heap_bytes)).
+    #[cfg(test)]
+    pub fn heap_held(&self) -> usize {
         self.slots.capacity() * size_of::<WrSlot>() + self.sges.capacity() * size_of::<Sge>()
     }
 }
@@ -246,7 +285,7 @@ impl RecvQueue {
     pub fn new(depth: u32) -> Self {
         let depth = depth.max(1) as usize;
         Self {
-            wrs: VecDeque::with_capacity(depth),
+            wrs: VecDeque::with_capacity(depth.min(INITIAL_RING)),
             depth,
         }
     }
@@ -271,7 +310,15 @@ impl RecvQueue {
         self.wrs.drain(..)
     }
 
+    /// Heap bytes the queue may hold: the depth's `wr_id`s (VecDeque grows by doubling, so
+    /// up to twice the depth rounded up to a power of two).
     pub fn heap_bytes(&self) -> usize {
+        self.depth.next_power_of_two() * 8
+    }
+
+    /// Heap bytes held now (at most [`heap_bytes`](Self::heap_bytes)).
+    #[cfg(test)]
+    pub fn heap_held(&self) -> usize {
         self.wrs.capacity() * 8
     }
 }
@@ -350,5 +397,87 @@ mod tests {
         assert_eq!(sq.push(&wr, 1, 4, false), Err(VerbsError::SendQueueFull));
         assert_eq!(sq.drain().map(|w| w.msn).collect::<Vec<_>>(), [0, 1]);
         assert!(sq.head_sent().is_none() && !sq.has_unsent());
+    }
+
+    #[test]
+    fn the_ring_grows_with_what_is_outstanding_and_keeps_every_request() {
+        let mut mrs = MrTable::new(4, 0);
+        let pd = PdHandle(1);
+        let data: Vec<u8> = (0..=255).collect();
+        let k = mrs
+            .register(pd, 0, Box::new(data), Access::LOCAL_WRITE)
+            .unwrap();
+        let depth = 100;
+        let mut sq = SendQueue::new(depth, 2);
+        let held0 = sq.heap_held();
+        assert!(held0 < sq.heap_bytes() / 4, "starts small: {held0}");
+        let post = |sq: &mut SendQueue, id: u64| {
+            // Two SGEs naming bytes id and id + 1: what gather must find after a move.
+            let b = id % 200;
+            let sg = [
+                Sge {
+                    addr: b,
+                    length: 1,
+                    lkey: k.lkey,
+                },
+                Sge {
+                    addr: b + 1,
+                    length: 1,
+                    lkey: k.lkey,
+                },
+            ];
+            let wr = SendWr {
+                wr_id: id,
+                opcode: SendOpcode::Write,
+                sg_list: &sg,
+                remote_addr: id,
+                rkey: 0,
+                signaled: true,
+            };
+            sq.push(&wr, 2, 4, true)
+        };
+        let check = |sq: &SendQueue, abs: u64| {
+            assert_eq!(sq.slot(abs).wr_id, abs);
+            let mut out = [0u8; 2];
+            sq.gather(
+                abs,
+                0,
+                &mut out,
+                &mrs,
+                &mut Running::new(crate::wire::icrc::Crc::new(), &[]),
+            )
+            .unwrap();
+            assert_eq!(out, [(abs % 200) as u8, (abs % 200) as u8 + 1]);
+        };
+        // Fill, drain a few, fill again so the live requests wrap the ring as it grows.
+        let mut next = 0;
+        for _ in 0..10 {
+            post(&mut sq, next).unwrap();
+            next += 1;
+        }
+        for _ in 0..7 {
+            sq.pop_head();
+        }
+        while post(&mut sq, next).is_ok() {
+            next += 1;
+        }
+        assert_eq!(sq.tail() - sq.head(), u64::from(depth), "full at its depth");
+        for abs in sq.head()..sq.tail() {
+            check(&sq, abs);
+        }
+        assert!(sq.heap_held() <= sq.heap_bytes());
+        assert_eq!(sq.heap_held(), sq.heap_bytes(), "grown to the depth");
+    }
+
+    #[test]
+    fn the_receive_ring_grows_to_its_depth_and_no_further() {
+        let mut rq = RecvQueue::new(1000);
+        assert!(rq.heap_held() * 8 < rq.heap_bytes());
+        for id in 0..1000 {
+            rq.push(id).unwrap();
+        }
+        assert_eq!(rq.push(1000), Err(VerbsError::RecvQueueFull));
+        assert!(rq.heap_held() <= rq.heap_bytes());
+        assert_eq!(rq.drain().collect::<Vec<_>>(), (0..1000).collect::<Vec<_>>());
     }
 }

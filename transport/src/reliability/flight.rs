@@ -29,6 +29,9 @@ pub enum EntryState {
     Lost,
 }
 
+/// Slots of a flight's ring before it first grows.
+pub const INITIAL_ENTRIES: u64 = 64;
+
 /// One packet of the flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlightEntry {
@@ -88,6 +91,8 @@ pub struct SackOutcome {
 pub struct Flight {
     entries: Vec<FlightEntry>,
     mask: u64,
+    /// Longest the ring grows: `capacity` rounded up to a power of two.
+    max_entries: u64,
     capacity: u64,
     una: u64,
     nxt: u64,
@@ -102,24 +107,42 @@ pub struct Flight {
 
 impl Flight {
     /// A flight of at most `capacity` packets, each counting its payload plus
-    /// `per_packet_overhead` nominal bytes in flight.
+    /// `per_packet_overhead` nominal bytes in flight. Its ring starts at [`INITIAL_ENTRIES`]
+    /// and doubles when the packets in flight fill it, up to `capacity` rounded up to a power
+    /// of two: a QP costs the window it uses, not its MPR (issue #14).
     pub fn new(capacity: u32, per_packet_overhead: u32) -> Self {
-        let size = u64::from(capacity).next_power_of_two().max(64);
-        let order_capacity = 4 * size as usize;
+        let max_entries = u64::from(capacity).next_power_of_two().max(INITIAL_ENTRIES);
         Self {
-            entries: vec![EMPTY; size as usize],
-            mask: size - 1,
+            entries: vec![EMPTY; INITIAL_ENTRIES as usize],
+            mask: INITIAL_ENTRIES - 1,
+            max_entries,
             capacity: u64::from(capacity),
             una: 0,
             nxt: 0,
-            order: VecDeque::with_capacity(order_capacity),
-            order_capacity,
-            retx: VecDeque::with_capacity(size as usize),
+            order: VecDeque::new(),
+            order_capacity: 4 * INITIAL_ENTRIES as usize,
+            retx: VecDeque::new(),
             next_tx_id: 1,
             rack: Rack::default(),
             inflight_bytes: 0,
             per_packet_overhead: u64::from(per_packet_overhead),
         }
+    }
+
+    /// Double the ring (the packets in flight fill it), each packet moved to its slot in the
+    /// new one.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let size = self.entries.len() * 2;
+        let mask = size as u64 - 1;
+        let mut entries = vec![EMPTY; size];
+        for seq in self.una..self.nxt {
+            entries[(seq & mask) as usize] = self.entries[(seq & self.mask) as usize];
+        }
+        self.entries = entries;
+        self.mask = mask;
+        self.order_capacity = 4 * size;
     }
 
     /// Oldest sequence number not cumulatively acknowledged.
@@ -175,6 +198,9 @@ impl Flight {
     /// Record a new packet sent now; the caller checked [`has_room`](Self::has_room).
     pub fn send_new(&mut self, now: Instant, wr: u64, pkt: u32, len: u16, ev: u16) -> u64 {
         debug_assert!(self.has_room());
+        if self.nxt - self.una == self.entries.len() as u64 {
+            self.grow();
+        }
         let seq = self.nxt;
         let tx_id = self.next_tx_id;
         self.next_tx_id += 1;
@@ -431,8 +457,15 @@ impl Flight {
         n
     }
 
-    /// Heap bytes held.
+    /// Heap bytes the flight may hold: its rings grown to their longest (the packets a full
+    /// MPR keeps in flight and their orders). Set by the capacity, whatever the traffic.
     pub fn heap_bytes(&self) -> usize {
+        let n = self.max_entries as usize;
+        n * size_of::<FlightEntry>() + 4 * n * size_of::<Sent>() + n * 8
+    }
+
+    /// Heap bytes held now (at most [`heap_bytes`](Self::heap_bytes)).
+    pub fn heap_held(&self) -> usize {
         self.entries.capacity() * size_of::<FlightEntry>()
             + self.order.capacity() * size_of::<Sent>()
             + self.retx.capacity() * 8
@@ -696,11 +729,41 @@ mod tests {
             f.retransmit(t(100 + k), 5, 0);
         }
         assert!(f.order.len() <= f.order_capacity);
-        let before = f.heap_bytes();
+        let before = f.heap_held();
         for k in 0..10_000u64 {
             f.mark_lost(6);
             f.retransmit(t(20_000 + k), 6, 0);
         }
-        assert_eq!(f.heap_bytes(), before);
+        assert_eq!(f.heap_held(), before);
+        assert!(f.heap_held() <= f.heap_bytes());
+    }
+
+    #[test]
+    fn the_ring_grows_with_the_window_and_keeps_every_packet() {
+        let mut f = Flight::new(1024, 0);
+        let (bound, held) = (f.heap_bytes(), f.heap_held());
+        assert!(held * 8 < bound, "starts small: {held} of {bound}");
+        // Start off zero so the packets in flight wrap the ring as it grows.
+        for i in 0..40u64 {
+            f.send_new(t(i), i, i as u32, 1, 0);
+        }
+        collect(&mut f, 30, 0, 0);
+        for i in 40..1054u64 {
+            assert!(f.has_room());
+            f.send_new(t(i), i, i as u32, 1, (i % 7) as u16);
+        }
+        assert!(!f.has_room(), "the MPR bound holds");
+        for seq in 30..1054u64 {
+            let e = f.entry(seq).expect("in flight");
+            assert_eq!((e.wr, e.pkt, e.sent_at), (seq, seq as u32, t(seq)));
+        }
+        assert_eq!(f.heap_bytes(), bound, "the bound is the capacity's");
+        assert!(f.heap_held() <= bound);
+        // Every packet comes out once: a SACK past a hole, then the rest.
+        let (_, seen) = collect(&mut f, 30, 1000, 0b11);
+        assert_eq!(seen, [1000, 1001]);
+        let (o, _) = collect(&mut f, 1054, 0, 0);
+        assert_eq!(o.newly_acked_packets, 1024 - 2);
+        assert!(f.is_empty());
     }
 }
