@@ -154,14 +154,17 @@ impl Port {
     ) -> Admission {
         if !self.up {
             self.stats.down_dropped += 1;
-            let ip = pool.frame(pkt).get(ETHERNET_HEADER_LEN..).unwrap_or(&[]);
+            let ip = pool.head(pkt).get(ETHERNET_HEADER_LEN..).unwrap_or(&[]);
             self.stats.down_dropped_data += u64::from(is_data_class(ip, wire));
             pool.free(pkt);
             return Admission::Dropped;
         }
         let len = pool.len(pkt) as u64;
         let total = self.data_bytes + self.prio_bytes;
-        let Ok(mut ip) = Ipv6Packet::new_checked(&mut pool.frame_mut(pkt)[ETHERNET_HEADER_LEN..])
+        let Some(Ok(mut ip)) = pool
+            .head_mut(pkt)
+            .get_mut(ETHERNET_HEADER_LEN..)
+            .map(Ipv6Packet::new_checked)
         else {
             // Not IPv6: a switch has no class for it.
             self.stats.tail_dropped += 1;
@@ -188,11 +191,11 @@ impl Port {
             };
             let cut = at
                 .filter(|_| trimmable && len > u64::from(wire.trim_size))
-                .and_then(|at| trim_frame(pool.frame_mut(pkt), wire, at).ok());
+                .and_then(|at| pool.edit(pkt, |f| trim_frame(f, wire, at)).ok());
             if let Some(keep) = cut {
                 // The wire module's trim: cut to the trim size, DSCP rewritten, IPv6 payload
-                // length fixed (brief §2.15).
-                pool.set_len(pkt, keep);
+                // length fixed (brief §2.15); the header left moves to a small buffer.
+                let pkt = pool.seal(pkt, keep);
                 self.stats.trimmed += 1;
                 // The trimmed header has its own small headroom: the priority queue is never
                 // full of data, so only a flood of headers can overflow it.

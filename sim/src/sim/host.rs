@@ -118,7 +118,7 @@ impl Sim {
                 self.pool.free(pkt);
                 return;
             };
-            self.pool.set_len(pkt, t.len);
+            let pkt = self.pool.seal(pkt, t.len);
             let port = self.host_port(h, t.port);
             self.enqueue(port, pkt);
         }

@@ -469,9 +469,7 @@ impl Sim {
             frame.len() <= self.pool.frame_cap(),
             "frame longer than the pool's buffers"
         );
-        let pkt = self.pool.alloc();
-        self.pool.buffer_mut(pkt)[..frame.len()].copy_from_slice(frame);
-        self.pool.set_len(pkt, frame.len());
+        let pkt = self.pool.alloc_copy(frame);
         let port = host * u32::from(self.plan.planes()) + u32::from(plane);
         self.enqueue(port, pkt);
         Ok(())

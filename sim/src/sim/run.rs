@@ -187,7 +187,7 @@ impl Sim {
         if !up || self.rng.chance(p.loss) {
             let ip = self
                 .pool
-                .frame(pkt)
+                .head(pkt)
                 .get(ETHERNET_HEADER_LEN..)
                 .unwrap_or(&[]);
             let data = u64::from(is_data_class(ip, &self.cfg.wire));
@@ -211,7 +211,10 @@ impl Sim {
                     let at = ETHERNET_HEADER_LEN
                         + self.rng.below((len - ETHERNET_HEADER_LEN) as u64) as usize;
                     let flip = 1 + self.rng.below(255) as u8;
-                    self.pool.frame_mut(pkt)[at] ^= flip;
+                    let _ = self.pool.edit(pkt, |f| {
+                        f[at] ^= flip;
+                        Ok::<_, ()>(f.len())
+                    });
                     self.fabric.ports[port as usize].stats.corrupted += 1;
                 }
             }
@@ -221,9 +224,7 @@ impl Sim {
             }
             if self.rng.chance(imp.duplicate) {
                 let copy = self.pool.frame(pkt).to_vec();
-                let twin = self.pool.alloc();
-                self.pool.buffer_mut(twin)[..copy.len()].copy_from_slice(&copy);
-                self.pool.set_len(twin, copy.len());
+                let twin = self.pool.alloc_copy(&copy);
                 self.fabric.ports[port as usize].stats.duplicated += 1;
                 self.queue.push(
                     at.plus_ps(1),
@@ -259,7 +260,7 @@ impl Sim {
             self.lost_in_flight += 1;
             let ip = self
                 .pool
-                .frame(pkt)
+                .head(pkt)
                 .get(ETHERNET_HEADER_LEN..)
                 .unwrap_or(&[]);
             self.lost_in_flight_data += u64::from(is_data_class(ip, &self.cfg.wire));
@@ -299,7 +300,7 @@ impl Sim {
                 let id = sw.id;
                 let base = sw.base;
                 if let Some(out) =
-                    switch::forward(&self.plan, id, self.cfg.routing, self.pool.frame_mut(pkt))
+                    switch::forward(&self.plan, id, self.cfg.routing, self.pool.head_mut(pkt))
                 {
                     self.fabric.switches[i as usize].stats.forwarded += 1;
                     self.enqueue(base + PortId::from(out), pkt);
