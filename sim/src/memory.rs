@@ -73,14 +73,25 @@ pub fn fill_pattern(salt: u64, offset: usize, dst: &mut [u8]) {
     }
 }
 
+/// The little-endian words of `b` (its whole ones).
+fn words(b: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    b.chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+}
+
 /// Whether `src` is the pattern of `salt` from `offset` on: [`fill_pattern`] 64 bytes at a
 /// time into a stack block, compared.
 pub fn is_pattern(salt: u64, offset: usize, src: &[u8]) -> bool {
     let mut want = [0u8; 64];
     src.chunks(64).enumerate().all(|(k, got)| {
-        let want = &mut want[..got.len()];
-        fill_pattern(salt, offset + 64 * k, want);
-        *want == *got
+        fill_pattern(salt, offset + 64 * k, &mut want[..got.len()]);
+        // Word by word into one difference: vector compares inline, no memcmp call per
+        // block (it was 8 % of a 1024-host run).
+        let diff = words(&want[..got.len()])
+            .zip(words(got))
+            .fold(0, |d, (a, b)| d | (a ^ b));
+        let tail = got.len() / 8 * 8;
+        diff == 0 && want[tail..got.len()] == got[tail..]
     })
 }
 
