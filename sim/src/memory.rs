@@ -3,6 +3,7 @@
 //! placed into it against the same function and remembers which ranges were written. A
 //! thousand hosts moving megabytes each then cost kilobytes, and every byte is still verified.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -95,6 +96,42 @@ pub fn is_pattern(salt: u64, offset: usize, src: &[u8]) -> bool {
     })
 }
 
+/// Where a [`PatternMemory`] read put its bytes, for the frame pool ([`crate::pool`]): a
+/// data frame whose payload an engine read straight into the frame keeps where the pattern
+/// goes instead of its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PatternRead {
+    /// Address of the first byte written.
+    pub addr: usize,
+    pub len: usize,
+    pub salt: u64,
+    /// Offset in the region (the pattern's offset).
+    pub offset: usize,
+}
+
+thread_local! {
+    /// The last pattern read on this thread. The simulator runs its engines on its own
+    /// thread, one call at a time, so the read an engine did while writing a frame is the
+    /// last one here when the frame comes back.
+    static LAST_READ: Cell<Option<PatternRead>> = const { Cell::new(None) };
+}
+
+/// The last pattern read on this thread since the last call, taken.
+pub fn take_pattern_read() -> Option<PatternRead> {
+    LAST_READ.take()
+}
+
+/// Fill `dst` with the pattern and note where it went.
+fn read_pattern(salt: u64, offset: usize, dst: &mut [u8]) {
+    fill_pattern(salt, offset, dst);
+    LAST_READ.set(Some(PatternRead {
+        addr: dst.as_ptr() as usize,
+        len: dst.len(),
+        salt,
+        offset,
+    }));
+}
+
 /// A read-only source region of `len` pattern bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct PatternMemory {
@@ -107,7 +144,7 @@ impl Memory for PatternMemory {
         self.len
     }
     fn read(&self, offset: usize, dst: &mut [u8]) {
-        fill_pattern(self.salt, offset, dst);
+        read_pattern(self.salt, offset, dst);
     }
     fn write(&mut self, _offset: usize, _src: &[u8]) {
         // A source region is never a write target in the workloads.
@@ -200,7 +237,7 @@ impl Memory for CheckedMemory {
     }
     fn read(&self, offset: usize, dst: &mut [u8]) {
         // What the region holds once written: the pattern.
-        fill_pattern(self.salt, offset, dst);
+        read_pattern(self.salt, offset, dst);
     }
     fn write(&mut self, offset: usize, src: &[u8]) {
         let intact = is_pattern(self.salt, offset, src);

@@ -1,20 +1,29 @@
 //! Frame buffers, recycled: a frame is a `u32` handle into the pool; buffers freed by a drop,
-//! a trim or a delivery go back on the free list, so a run in steady state allocates nothing
+//! a trim or a delivery go back on spare lists, so a run in steady state allocates nothing
 //! per packet.
 //!
 //! Laid out for a fabric of a thousand hosts and more (issue #14), where ~100 000 frames are
-//! in flight at once and the simulator would otherwise spend its time in cache and TLB misses:
+//! in flight at once and the simulator would otherwise spend its time and memory on them:
 //!
 //! - **The headers apart.** A frame's first [`HEAD`] bytes (Ethernet, outer IPv6 and the UDP
 //!   source port: all a switch reads or rewrites, [`crate::switch`], [`crate::port`]) live in
-//!   one dense array, one cache line per frame, and the rest in the frame's buffer. A switch
+//!   one dense array, one cache line per frame, and the rest in the frame's body. A switch
 //!   hop touches one line of that array instead of a line of a separate page per frame (it
 //!   was a third of the event loop's cycles at 1024 hosts, on the first header load). The
 //!   hosts see the whole frame: [`Pool::seal`] splits what an engine wrote, [`Pool::frame`]
 //!   puts the header back in front before an engine reads it.
-//! - **Two sizes.** A full buffer (the largest frame) for an engine to write into, and a small
-//!   one a short frame (a SACK, an ACK, a probe, a trimmed header) moves into once its length
-//!   is known, so it does not hold a full buffer while it crosses the fabric.
+//! - **Payloads not kept.** An engine writes every frame into one scratch buffer. A data
+//!   frame whose payload is a workload's pattern ([`crate::memory::PatternMemory`], read by
+//!   the engine straight into that buffer) keeps only its headers and ICRC and where the
+//!   pattern goes; [`Pool::frame`] writes the pattern back when a host reads the frame. The
+//!   bytes a host sees are the bytes the engine wrote, every one still checked at the
+//!   destination, and a frame crossing the fabric costs a small buffer instead of a full one
+//!   (a 1024-host permutation held 450 MB of payloads in flight).
+//! - **Two sizes.** A full body (the largest frame) for a frame that has to keep its bytes,
+//!   and a small one for a short frame (a SACK, an ACK, a probe, a trimmed header) and for
+//!   the headers of a pattern frame.
+
+use crate::memory::{PatternRead, fill_pattern};
 
 /// A frame in the pool.
 pub type PacketId = u32;
@@ -31,122 +40,185 @@ pub const HEAD: usize = 64;
 #[repr(C, align(64))]
 struct Head([u8; HEAD]);
 
-/// The pool of frame buffers: full ones of `frame_cap` bytes and small ones of
-/// [`SMALL_CAP`], with every frame's first [`HEAD`] bytes apart.
+/// Where a frame's bytes are, from [`HEAD`] on (the first [`HEAD`] bytes of a body are stale:
+/// the header array has them).
+#[derive(Debug)]
+enum Body {
+    /// None yet (a free slot).
+    Empty,
+    /// The frame's bytes.
+    Bytes(Box<[u8]>),
+    /// Bytes `at..at + n` are the pattern of `salt` from `offset`; `rest` holds the bytes
+    /// before them and, from `at` on, the bytes after them.
+    Pattern {
+        rest: Box<[u8]>,
+        at: u16,
+        n: u16,
+        salt: u64,
+        offset: u64,
+    },
+}
+
+/// The pool of frames: bodies of `frame_cap` bytes and of [`SMALL_CAP`], every frame's
+/// first [`HEAD`] bytes apart, and one scratch buffer engines write into.
 #[derive(Debug)]
 pub struct Pool {
     frame_cap: usize,
     /// [`SMALL_CAP`], or `frame_cap` when that is smaller (one size then).
     small_cap: usize,
-    /// The bytes of each frame from [`HEAD`] on (the first [`HEAD`] are stale but in
-    /// [`Pool::frame`]'s result).
-    bufs: Vec<Box<[u8]>>,
     /// The first [`HEAD`] bytes of each frame.
     heads: Vec<Head>,
     lens: Vec<u32>,
+    bodies: Vec<Body>,
+    /// Slots with no frame.
     free: Vec<PacketId>,
-    free_small: Vec<PacketId>,
+    /// Bodies no frame uses, full and small.
+    spare: Vec<Box<[u8]>>,
+    spare_small: Vec<Box<[u8]>>,
+    /// Where an engine writes a frame and a pattern frame is rebuilt for a host.
+    scratch: Box<[u8]>,
     live: usize,
     peak: usize,
 }
 
 impl Pool {
-    /// An empty pool of buffers of `frame_cap` bytes.
+    /// An empty pool for frames of at most `frame_cap` bytes.
     pub fn new(frame_cap: usize) -> Self {
         Self {
             frame_cap,
             small_cap: SMALL_CAP.min(frame_cap),
-            bufs: Vec::new(),
             heads: Vec::new(),
             lens: Vec::new(),
+            bodies: Vec::new(),
             free: Vec::new(),
-            free_small: Vec::new(),
+            spare: Vec::new(),
+            spare_small: Vec::new(),
+            scratch: vec![0; frame_cap].into_boxed_slice(),
             live: 0,
             peak: 0,
         }
     }
 
-    /// A full buffer of `frame_cap` bytes (contents unspecified) for a writer that
-    /// [`seal`](Self::seal)s it afterwards.
-    pub fn alloc(&mut self) -> PacketId {
-        self.take(self.frame_cap)
+    /// The scratch buffer of `frame_cap` bytes (contents unspecified), for a writer that
+    /// [`seal`](Self::seal)s what it wrote.
+    pub fn scratch_mut(&mut self) -> &mut [u8] {
+        &mut self.scratch
+    }
+
+    /// A writer put `len` bytes into the scratch buffer: they become a frame. `read`: the
+    /// last pattern read on this thread ([`crate::memory::take_pattern_read`]); when it
+    /// wrote into those bytes, the frame keeps where the pattern goes instead of its bytes.
+    pub fn seal(&mut self, len: usize, read: Option<PatternRead>) -> PacketId {
+        assert!(
+            len <= self.frame_cap,
+            "frame longer than the pool's buffers"
+        );
+        let id = self.slot();
+        let span = read.and_then(|r| {
+            let at = r.addr.checked_sub(self.scratch.as_ptr() as usize)?;
+            let after = len.checked_sub(at)?.checked_sub(r.len)?;
+            (at >= HEAD && at + after <= self.small_cap && u16::try_from(r.len).is_ok())
+                .then_some((at, r))
+        });
+        match span {
+            Some((at, r)) => {
+                let (n, after) = (r.len, len - at - r.len);
+                debug_assert!(
+                    crate::memory::is_pattern(r.salt, r.offset, &self.scratch[at..at + n]),
+                    "a pattern read's bytes were overwritten"
+                );
+                let mut rest = self.body(self.small_cap);
+                rest[HEAD..at].copy_from_slice(&self.scratch[HEAD..at]);
+                rest[at..at + after].copy_from_slice(&self.scratch[at + n..len]);
+                self.bodies[id as usize] = Body::Pattern {
+                    rest,
+                    at: at as u16,
+                    n: n as u16,
+                    salt: r.salt,
+                    offset: r.offset as u64,
+                };
+                self.set_head(id, len);
+            }
+            None => self.keep_scratch(id, len),
+        }
+        id
     }
 
     /// A frame holding a copy of `bytes` (at most `frame_cap` long).
     pub fn alloc_copy(&mut self, bytes: &[u8]) -> PacketId {
-        let cap = if bytes.len() <= self.small_cap {
+        self.scratch[..bytes.len()].copy_from_slice(bytes);
+        self.seal(bytes.len(), None)
+    }
+
+    /// A free slot, its body empty.
+    fn slot(&mut self) -> PacketId {
+        self.live += 1;
+        self.peak = self.peak.max(self.live);
+        if let Some(id) = self.free.pop() {
+            return id;
+        }
+        self.heads.push(Head([0; HEAD]));
+        self.lens.push(0);
+        self.bodies.push(Body::Empty);
+        (self.bodies.len() - 1) as PacketId
+    }
+
+    /// A body of `cap` bytes ([`SMALL_CAP`] or `frame_cap`), spare or new.
+    fn body(&mut self, cap: usize) -> Box<[u8]> {
+        let spare = if cap == self.small_cap {
+            &mut self.spare_small
+        } else {
+            &mut self.spare
+        };
+        spare
+            .pop()
+            .unwrap_or_else(|| vec![0; cap].into_boxed_slice())
+    }
+
+    /// Give a body back to its spare list.
+    fn unbody(&mut self, id: PacketId) {
+        let b = match core::mem::replace(&mut self.bodies[id as usize], Body::Empty) {
+            Body::Empty => return,
+            Body::Bytes(b) | Body::Pattern { rest: b, .. } => b,
+        };
+        if b.len() == self.small_cap {
+            self.spare_small.push(b);
+        } else {
+            self.spare.push(b);
+        }
+    }
+
+    /// Frame `id` is the scratch buffer's first `len` bytes, kept whole in a body of the
+    /// size it needs.
+    fn keep_scratch(&mut self, id: PacketId, len: usize) {
+        let cap = if len <= self.small_cap {
             self.small_cap
         } else {
             self.frame_cap
         };
-        let id = self.take(cap);
-        self.bufs[id as usize][..bytes.len()].copy_from_slice(bytes);
-        self.seal_in_place(id, bytes.len());
-        id
+        let mut b = self.body(cap);
+        let from = HEAD.min(len);
+        b[from..len].copy_from_slice(&self.scratch[from..len]);
+        self.bodies[id as usize] = Body::Bytes(b);
+        self.set_head(id, len);
     }
 
-    fn take(&mut self, cap: usize) -> PacketId {
-        self.live += 1;
-        self.peak = self.peak.max(self.live);
-        let free = if cap == self.frame_cap {
-            &mut self.free
-        } else {
-            &mut self.free_small
-        };
-        if let Some(id) = free.pop() {
-            self.lens[id as usize] = cap as u32;
-            return id;
-        }
-        self.bufs.push(vec![0; cap].into_boxed_slice());
-        self.heads.push(Head([0; HEAD]));
-        self.lens.push(cap as u32);
-        (self.bufs.len() - 1) as PacketId
-    }
-
-    /// The whole buffer of a frame from [`alloc`](Self::alloc), for a writer that seals it
-    /// afterwards.
-    pub fn buffer_mut(&mut self, id: PacketId) -> &mut [u8] {
-        &mut self.bufs[id as usize]
-    }
-
-    /// A writer put `len` bytes into `id`'s buffer: the frame is those bytes, a short one
-    /// moved to a small buffer. Returns its handle.
-    #[inline]
-    pub fn seal(&mut self, id: PacketId, len: usize) -> PacketId {
-        if len <= self.small_cap && self.bufs[id as usize].len() != self.small_cap {
-            let small = self.take(self.small_cap);
-            let (src, dst) = two(&mut self.bufs, id as usize, small as usize);
-            dst[..len].copy_from_slice(&src[..len]);
-            self.free(id);
-            self.seal_in_place(small, len);
-            return small;
-        }
-        self.seal_in_place(id, len);
-        id
-    }
-
-    fn seal_in_place(&mut self, id: PacketId, len: usize) {
-        assert!(
-            len <= self.bufs[id as usize].len(),
-            "frame longer than its buffer"
-        );
+    /// The frame's length and header from the scratch buffer.
+    fn set_head(&mut self, id: PacketId, len: usize) {
         self.lens[id as usize] = len as u32;
         let n = len.min(HEAD);
-        self.heads[id as usize].0[..n].copy_from_slice(&self.bufs[id as usize][..n]);
+        self.heads[id as usize].0[..n].copy_from_slice(&self.scratch[..n]);
     }
 
-    /// Give a buffer back.
+    /// Give a frame back.
     pub fn free(&mut self, id: PacketId) {
         debug_assert!(
-            !self.free.contains(&id) && !self.free_small.contains(&id),
+            !matches!(self.bodies[id as usize], Body::Empty),
             "double free of frame {id}"
         );
+        self.unbody(id);
         self.live -= 1;
-        if self.bufs[id as usize].len() == self.small_cap && self.frame_cap != self.small_cap {
-            self.free_small.push(id);
-        } else {
-            self.free.push(id);
-        }
+        self.free.push(id);
     }
 
     /// The frame's first [`HEAD`] bytes (all of it if shorter): what a switch reads.
@@ -163,25 +235,60 @@ impl Pool {
         &mut self.heads[id as usize].0[..n]
     }
 
-    /// The whole frame, its header put back in front.
+    /// The whole frame, its header put back in front (a pattern frame rebuilt in the scratch
+    /// buffer).
     pub fn frame(&mut self, id: PacketId) -> &[u8] {
         let len = self.lens[id as usize] as usize;
         let n = len.min(HEAD);
-        let buf = &mut self.bufs[id as usize];
-        buf[..n].copy_from_slice(&self.heads[id as usize].0[..n]);
-        &buf[..len]
+        let head = &self.heads[id as usize].0[..n];
+        match &mut self.bodies[id as usize] {
+            Body::Empty => unreachable!("frame {id} is free"),
+            Body::Bytes(b) => {
+                b[..n].copy_from_slice(head);
+                &b[..len]
+            }
+            Body::Pattern {
+                rest,
+                at,
+                n: span,
+                salt,
+                offset,
+            } => {
+                let (at, span) = (usize::from(*at), usize::from(*span));
+                let out = &mut self.scratch[..len];
+                out[..n].copy_from_slice(head);
+                out[n..at].copy_from_slice(&rest[n..at]);
+                fill_pattern(*salt, *offset as usize, &mut out[at..at + span]);
+                out[at + span..].copy_from_slice(&rest[at..len - span]);
+                out
+            }
+        }
     }
 
     /// Run `f` on the whole frame, writable; `f` returns the frame's new length (at most
-    /// the old: a trim), which the pool takes with the bytes.
+    /// the old: a trim), which the pool takes with the bytes, in a small body when the frame
+    /// became short. A pattern frame keeps its bytes from then on.
     pub fn edit<E>(
         &mut self,
         id: PacketId,
         f: impl FnOnce(&mut [u8]) -> Result<usize, E>,
     ) -> Result<usize, E> {
         let len = self.frame(id).len();
-        let new = f(&mut self.bufs[id as usize][..len])?.min(len);
-        self.seal_in_place(id, new);
+        if let Body::Bytes(b) = &mut self.bodies[id as usize]
+            && b.len() == self.small_cap
+        {
+            // Whole already, in a body of the size it keeps at any new length.
+            let new = f(&mut b[..len])?.min(len);
+            self.heads[id as usize].0[..new.min(HEAD)].copy_from_slice(&b[..new.min(HEAD)]);
+            self.lens[id as usize] = new as u32;
+            return Ok(new);
+        }
+        if let Body::Bytes(b) = &self.bodies[id as usize] {
+            self.scratch[..len].copy_from_slice(&b[..len]);
+        }
+        let new = f(&mut self.scratch[..len])?.min(len);
+        self.unbody(id);
+        self.keep_scratch(id, new);
         Ok(new)
     }
 
@@ -200,12 +307,24 @@ impl Pool {
         self.peak
     }
 
-    /// Bytes of every buffer the pool holds (in use or free) and of its tables.
+    /// Bytes of every body the pool holds (in use or spare) and of its tables.
     pub fn heap_bytes(&self) -> usize {
-        self.bufs.iter().map(|b| b.len()).sum::<usize>()
-            + self.bufs.capacity() * size_of::<Box<[u8]>>()
+        let bodies = self
+            .bodies
+            .iter()
+            .map(|b| match b {
+                Body::Empty => 0,
+                Body::Bytes(b) | Body::Pattern { rest: b, .. } => b.len(),
+            })
+            .sum::<usize>();
+        let spare = self.spare.len() * self.frame_cap + self.spare_small.len() * self.small_cap;
+        bodies
+            + spare
+            + self.scratch.len()
+            + self.bodies.capacity() * size_of::<Body>()
             + self.heads.capacity() * size_of::<Head>()
-            + (self.lens.capacity() + self.free.capacity() + self.free_small.capacity()) * 4
+            + (self.spare.capacity() + self.spare_small.capacity()) * size_of::<Box<[u8]>>()
+            + (self.lens.capacity() + self.free.capacity()) * 4
     }
 
     /// Buffer capacity.
@@ -214,26 +333,35 @@ impl Pool {
     }
 }
 
-/// Buffers `a` (read) and `b` (written) of `bufs`, two different ones.
-fn two(bufs: &mut [Box<[u8]>], a: usize, b: usize) -> (&[u8], &mut [u8]) {
-    debug_assert_ne!(a, b);
-    if a < b {
-        let (x, y) = bufs.split_at_mut(b);
-        (&x[a], &mut y[0])
-    } else {
-        let (x, y) = bufs.split_at_mut(a);
-        (&y[0], &mut x[b])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::{PatternMemory, take_pattern_read};
+    use mrc_transport::verbs::Memory;
 
     fn write(p: &mut Pool, bytes: &[u8]) -> PacketId {
-        let id = p.alloc();
-        p.buffer_mut(id)[..bytes.len()].copy_from_slice(bytes);
-        p.seal(id, bytes.len())
+        p.scratch_mut()[..bytes.len()].copy_from_slice(bytes);
+        p.seal(bytes.len(), None)
+    }
+
+    /// A frame as an engine writes one: `hdr` header bytes, `n` bytes of the pattern of
+    /// `salt` from `offset` read into it, a 4-byte trailer. Returns the frame and its bytes.
+    fn pattern_frame(
+        p: &mut Pool,
+        hdr: usize,
+        n: usize,
+        salt: u64,
+        offset: usize,
+    ) -> (PacketId, Vec<u8>) {
+        let buf = p.scratch_mut();
+        for (i, b) in buf[..hdr].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        take_pattern_read();
+        PatternMemory { len: 1 << 20, salt }.read(offset, &mut buf[hdr..hdr + n]);
+        buf[hdr + n..hdr + n + 4].copy_from_slice(b"ICRC");
+        let bytes = buf[..hdr + n + 4].to_vec();
+        (p.seal(bytes.len(), take_pattern_read()), bytes)
     }
 
     #[test]
@@ -243,35 +371,34 @@ mod tests {
         let a = write(&mut p, &long);
         assert_eq!(p.frame(a), &long[..]);
         p.free(a);
+        let held = p.heap_bytes();
         let b = write(&mut p, &long);
-        assert_eq!(a, b, "the freed buffer is reused");
-        let _c = p.alloc();
+        assert_eq!(a, b, "the freed slot is reused");
+        assert_eq!(p.heap_bytes(), held, "and its body");
+        let _c = write(&mut p, b"x");
         assert_eq!((p.live(), p.peak()), (2, 2));
     }
 
     #[test]
-    fn short_frames_move_to_small_buffers() {
+    fn short_frames_take_small_bodies() {
         let mut p = Pool::new(4096);
         let s = write(&mut p, b"hello");
         assert_eq!(p.frame(s), b"hello");
-        assert_eq!(p.live(), 1, "the full buffer went back");
-        let full = p.alloc();
-        assert_ne!(full, s, "and is reused for the next full frame");
-        let long = vec![7u8; SMALL_CAP + 1];
-        p.buffer_mut(full)[..long.len()].copy_from_slice(&long);
-        assert_eq!(
-            p.seal(full, long.len()),
-            full,
-            "a long frame keeps its buffer"
+        assert!(
+            p.heap_bytes() < 4096 + 2 * SMALL_CAP + 1024,
+            "no full body held"
         );
+        let long = vec![7u8; SMALL_CAP + 1];
+        let l = write(&mut p, &long);
+        assert_eq!(p.frame(l), &long[..]);
+        assert!(p.heap_bytes() >= 2 * 4096 + SMALL_CAP);
         p.free(s);
         let t = p.alloc_copy(b"abc");
         assert_eq!(
             (t, p.frame(t)),
             (s, &b"abc"[..]),
-            "small buffers are recycled"
+            "small bodies are recycled"
         );
-        assert!(p.heap_bytes() >= 4096 + SMALL_CAP);
         // A pool whose frames are all short has one size.
         let mut tiny = Pool::new(100);
         let x = write(&mut tiny, &[1; 10]);
@@ -301,10 +428,68 @@ mod tests {
         want[3] = 2;
         assert_eq!(p.head(id), &want[..HEAD]);
         assert_eq!(p.frame(id), &want[..600]);
+        // Trimmed short, it moves to a small body.
+        p.edit(id, |_| Ok::<_, ()>(100)).unwrap();
+        assert_eq!(p.frame(id), &want[..100]);
         // A frame shorter than the header.
         let s = p.alloc_copy(&bytes[..10]);
         assert_eq!((p.head(s), p.len(s)), (&bytes[..10], 10));
         p.head_mut(s)[9] = 0;
         assert_eq!(p.frame(s)[9], 0);
+    }
+
+    #[test]
+    fn a_pattern_payload_is_not_kept_and_comes_back_byte_for_byte() {
+        let mut p = Pool::new(4300);
+        let (a, bytes) = pattern_frame(&mut p, 120, 4096, 9, 12_345);
+        let (b, other) = pattern_frame(&mut p, 100, 1000, 3, 7);
+        assert!(
+            p.heap_bytes() < 4300 + 2 * SMALL_CAP + 1024,
+            "two payloads in flight, no full body: {}",
+            p.heap_bytes()
+        );
+        assert_eq!(p.len(a), bytes.len());
+        assert_eq!(p.head(a), &bytes[..HEAD]);
+        // The scratch buffer is written over by the next frame; the frame still comes back.
+        assert_eq!(p.frame(b), &other[..]);
+        assert_eq!(p.frame(a), &bytes[..]);
+        // A switch's rewrite of the header shows; so does a corrupted payload byte, which
+        // keeps the frame's bytes from then on.
+        p.head_mut(a)[15] ^= 0x40;
+        let mut want = bytes.clone();
+        want[15] ^= 0x40;
+        assert_eq!(p.frame(a), &want[..]);
+        p.edit(a, |f| {
+            f[2000] ^= 1;
+            Ok::<_, ()>(f.len())
+        })
+        .unwrap();
+        want[2000] ^= 1;
+        assert_eq!(p.frame(a), &want[..]);
+        // A trim of a pattern frame.
+        p.edit(b, |_| Ok::<_, ()>(90)).unwrap();
+        assert_eq!(p.frame(b), &other[..90]);
+        p.free(a);
+        p.free(b);
+        assert_eq!(p.live(), 0);
+    }
+
+    #[test]
+    fn a_read_elsewhere_or_headers_too_long_keep_the_bytes() {
+        let mut p = Pool::new(4300);
+        // The read went into another buffer, then was copied in.
+        let mut elsewhere = vec![0u8; 512];
+        PatternMemory { len: 4096, salt: 1 }.read(0, &mut elsewhere);
+        p.scratch_mut()[..512].copy_from_slice(&elsewhere);
+        let held = p.heap_bytes();
+        let a = p.seal(512, take_pattern_read());
+        assert!(p.heap_bytes() >= held + 4300, "kept whole");
+        assert_eq!(p.frame(a), &elsewhere[..]);
+        // Headers and trailer together over a small body.
+        let (b, bytes) = pattern_frame(&mut p, SMALL_CAP, 1000, 2, 0);
+        assert_eq!(p.frame(b), &bytes[..]);
+        // A read over the first HEAD bytes.
+        let (c, bytes) = pattern_frame(&mut p, 10, 1000, 2, 0);
+        assert_eq!(p.frame(c), &bytes[..]);
     }
 }

@@ -195,7 +195,6 @@ impl Port {
             if let Some(keep) = cut {
                 // The wire module's trim: cut to the trim size, DSCP rewritten, IPv6 payload
                 // length fixed (brief §2.15); the header left moves to a small buffer.
-                let pkt = pool.seal(pkt, keep);
                 self.stats.trimmed += 1;
                 // The trimmed header has its own small headroom: the priority queue is never
                 // full of data, so only a flood of headers can overflow it.

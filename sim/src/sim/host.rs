@@ -104,7 +104,8 @@ impl Sim {
         self.arm_timers(h);
     }
 
-    /// `poll_transmit` into pool buffers while a port has room.
+    /// `poll_transmit` into the pool's scratch buffer while a port has room, each frame
+    /// sealed into the pool with the pattern read its engine did for it (if any).
     fn pump_transmit(&mut self, h: u32) {
         let now = self.now.instant();
         loop {
@@ -112,13 +113,12 @@ impl Sim {
             if ready == PortMask::NONE {
                 return;
             }
-            let pkt = self.pool.alloc();
             let host = &mut self.hosts[h as usize];
-            let Some(t) = host.ep.poll_transmit(now, ready, self.pool.buffer_mut(pkt)) else {
-                self.pool.free(pkt);
+            crate::memory::take_pattern_read();
+            let Some(t) = host.ep.poll_transmit(now, ready, self.pool.scratch_mut()) else {
                 return;
             };
-            let pkt = self.pool.seal(pkt, t.len);
+            let pkt = self.pool.seal(t.len, crate::memory::take_pattern_read());
             let port = self.host_port(h, t.port);
             self.enqueue(port, pkt);
         }
