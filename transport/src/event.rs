@@ -47,7 +47,9 @@ impl EventQueue {
     pub fn new(limit: u32) -> Self {
         let limit = limit.max(1) as usize;
         Self {
-            events: VecDeque::with_capacity(limit),
+            // Grown as events wait, up to the limit: an endpoint polled often holds a few
+            // (a thousand simulated hosts reserved 98 KB each; issue #14).
+            events: VecDeque::with_capacity(limit.min(16)),
             limit,
             dropped: 0,
         }
@@ -65,7 +67,8 @@ impl EventQueue {
         self.events.pop_front()
     }
 
+    /// Heap bytes the queue may grow to (what it holds is at most this).
     pub fn heap_bytes(&self) -> usize {
-        self.events.capacity() * size_of::<Event>()
+        self.limit.max(self.events.capacity()) * size_of::<Event>()
     }
 }

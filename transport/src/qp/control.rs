@@ -59,30 +59,69 @@ pub(crate) struct ControlQueue {
     /// The oldest (the next to leave).
     head: usize,
     len: usize,
+    /// Slots the ring may grow to: beyond, a packet is dropped.
+    limit: usize,
 }
+
+/// Slots of a control ring before it first grows: a QP keeps a few control packets waiting
+/// at a time, and a thousand simulated hosts paid 25 KB each for rings that never filled
+/// (issue #14).
+const INITIAL_SLOTS: usize = 8;
 
 impl ControlQueue {
     pub fn new(limit: usize) -> Self {
         Self {
-            slots: vec![Control::Ack { msn: 0, plane: 0 }; limit].into_boxed_slice(),
+            slots: Self::ring(limit.min(INITIAL_SLOTS)),
             head: 0,
             len: 0,
+            limit,
         }
     }
 
+    fn ring(n: usize) -> Box<[Control]> {
+        vec![Control::Ack { msn: 0, plane: 0 }; n].into_boxed_slice()
+    }
+
+    /// Queue `c`; at the limit it is dropped and counted.
     #[inline(always)]
     pub fn push(&mut self, c: Control, ctx: &mut Ctx<'_>) {
-        let cap = self.slots.len();
-        if self.len >= cap {
+        if !self.try_push(c) {
             ctx.stats.control_dropped += 1;
-            return;
         }
+    }
+
+    /// Queue `c`, `false` at the limit.
+    #[inline(always)]
+    fn try_push(&mut self, c: Control) -> bool {
+        if self.len >= self.slots.len() && !self.grow() {
+            return false;
+        }
+        let cap = self.slots.len();
         let mut i = self.head + self.len;
         if i >= cap {
             i -= cap;
         }
         self.slots[i] = c;
         self.len += 1;
+        true
+    }
+
+    /// Double the full ring, up to the limit, its packets in order from slot 0; `false` at
+    /// the limit.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) -> bool {
+        let cap = self.slots.len();
+        if cap >= self.limit {
+            return false;
+        }
+        let mut ring = Self::ring((cap * 2).clamp(1, self.limit));
+        for (k, slot) in ring.iter_mut().take(self.len).enumerate() {
+            *slot = self.slots[(self.head + k) % cap];
+        }
+        self.slots = ring;
+        self.head = 0;
+        true
     }
 
     /// The next to leave.
@@ -112,8 +151,9 @@ impl ControlQueue {
         self.len = 0;
     }
 
+    /// Heap bytes the ring may grow to (what it holds now is at most this).
     pub fn heap_bytes(&self) -> usize {
-        self.slots.len() * size_of::<Control>()
+        self.limit * size_of::<Control>()
     }
 }
 
@@ -201,5 +241,43 @@ impl Qp {
             len: t.len,
             port: t.port,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_grows_to_its_limit_in_order_across_the_wrap() {
+        let ack = |msn| Control::Ack { msn, plane: 0 };
+        let mut q = ControlQueue::new(20);
+        assert_eq!(q.slots.len(), INITIAL_SLOTS, "starts small");
+        // Wrap the small ring first, then grow it while it wraps.
+        let (mut next_in, mut next_out) = (0, 0);
+        for _ in 0..5 {
+            assert!(q.try_push(ack(next_in)));
+            next_in += 1;
+        }
+        for _ in 0..4 {
+            assert_eq!(q.front(), Some(&ack(next_out)));
+            q.pop_front();
+            next_out += 1;
+        }
+        while q.try_push(ack(next_in)) {
+            next_in += 1;
+        }
+        assert_eq!(
+            (q.len, q.slots.len()),
+            (20, 20),
+            "full at the limit, never beyond"
+        );
+        assert!(q.heap_bytes() >= q.slots.len() * size_of::<Control>());
+        while let Some(&c) = q.front() {
+            assert_eq!(c, ack(next_out), "in the order queued");
+            q.pop_front();
+            next_out += 1;
+        }
+        assert_eq!(next_out, next_in);
     }
 }

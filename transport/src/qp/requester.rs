@@ -141,7 +141,9 @@ impl Requester {
         self.flight = Flight::new(a.mpr, PER_PACKET_OVERHEAD);
         self.retry = RetryBudget::new(a.timeout, a.retry_linear, a.retry_exp);
         self.wimm_limit = a.wimm_limit;
-        self.lost = Vec::with_capacity(a.mpr as usize);
+        // Grown as losses come, to the window at most (a flight holds no more): reserving
+        // the window cost 49 KB per simulated QP that never lost a packet (issue #14).
+        self.lost = Vec::new();
         self.tail = TailProbe::default();
         Ok(())
     }
@@ -252,7 +254,9 @@ impl Requester {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.flight.heap_bytes() + self.lost.capacity() * size_of::<(u64, FlightEntry)>()
+        // The lost list holds at most the window's packets.
+        self.flight.heap_bytes()
+            + (self.mpr as usize).max(self.lost.capacity()) * size_of::<(u64, FlightEntry)>()
     }
 }
 

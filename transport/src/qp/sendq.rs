@@ -478,6 +478,9 @@ mod tests {
         }
         assert_eq!(rq.push(1000), Err(VerbsError::RecvQueueFull));
         assert!(rq.heap_held() <= rq.heap_bytes());
-        assert_eq!(rq.drain().collect::<Vec<_>>(), (0..1000).collect::<Vec<_>>());
+        assert_eq!(
+            rq.drain().collect::<Vec<_>>(),
+            (0..1000).collect::<Vec<_>>()
+        );
     }
 }
