@@ -25,6 +25,8 @@ pub struct Row {
     pub median_fct_us: f64,
     pub p99_fct_us: f64,
     pub peak_frames: usize,
+    /// Heap bytes of the frame pool at the end (its high-water mark).
+    pub frame_pool_bytes: usize,
 }
 
 /// Run it.
@@ -74,18 +76,19 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
             median_fct_us: out.report.fct.median_us,
             p99_fct_us: out.report.fct.p99_us,
             peak_frames: out.sim.peak_frames(),
+            frame_pool_bytes: out.sim.frame_pool_bytes(),
         });
     }
     let mut table = format!(
         "# Scale: permutation, {} KiB per flow, MRC, 50 Gb/s ports\n\n\
-         | hosts | planes | switches | events | wall (s) | M events/s | virtual µs | median / p99 FCT µs | peak frames in flight |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+         | hosts | planes | switches | events | wall (s) | M events/s | virtual µs | median / p99 FCT µs | peak frames in flight | frame pool MB |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
         size / 1024
     );
     for r in &rows {
         let _ = writeln!(
             table,
-            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.1} | {:.1} / {:.1} | {} |",
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.1} | {:.1} / {:.1} | {} | {:.1} |",
             r.hosts,
             r.planes,
             r.switches,
@@ -95,7 +98,8 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
             r.virtual_us,
             r.median_fct_us,
             r.p99_fct_us,
-            r.peak_frames
+            r.peak_frames,
+            r.frame_pool_bytes as f64 / 1e6
         );
     }
     // Wall-clock numbers vary run to run: this experiment's files are the only ones that do.

@@ -489,6 +489,12 @@ impl Sim {
     pub fn peak_frames(&self) -> usize {
         self.pool.peak()
     }
+
+    /// Heap bytes of the frame pool: every body it holds, in use or spare, and its tables (the
+    /// pool never shrinks, so this is its high-water mark).
+    pub fn frame_pool_bytes(&self) -> usize {
+        self.pool.heap_bytes()
+    }
 }
 
 fn add_port_stats(sum: &mut PortStats, s: &PortStats) {
