@@ -106,6 +106,13 @@ fn incast_quick() {
         rows[0]
     );
     assert_eq!(rows[1].trimmed, 0, "the baseline's fabric does not trim");
+    // The incast itself runs at the target's line rate: its makespan within 5 % of the bytes
+    // at line rate plus one RTT (the headers alone are 3.5 % of a 4 KiB packet).
+    assert!(
+        rows[0].makespan_of_ideal > 1.0 && rows[0].makespan_of_ideal < 1.05,
+        "{:?}",
+        rows[0]
+    );
 }
 
 #[test]

@@ -24,6 +24,11 @@ pub struct Row {
     pub degradation_pct: f64,
     pub incast_median_fct_us: f64,
     pub incast_max_fct_us: f64,
+    /// The incast's makespan (its last flow's FCT: every flow starts at 0) against its ideal:
+    /// the incast's bytes through the target's NIC at line rate plus one RTT (issue #14's
+    /// ideal; packet headers not counted, so no run reaches 1.0).
+    pub ideal_makespan_us: f64,
+    pub makespan_of_ideal: f64,
     pub trimmed: u64,
     pub tail_dropped: u64,
 }
@@ -90,6 +95,11 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
             .collect();
         let mut sorted = incast_flows.clone();
         sorted.sort_by(f64::total_cmp);
+        let makespan = sorted.last().copied().unwrap_or(0.0);
+        let ideal = out.ideal_us(
+            isize * senders.len() as u64,
+            f64::from(gbps) * f64::from(planes),
+        );
         rows.push(Row {
             transport: t.name().into(),
             victim_alone_gbps: gbps_of[0],
@@ -100,7 +110,9 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
                 0.0
             },
             incast_median_fct_us: sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
-            incast_max_fct_us: sorted.last().copied().unwrap_or(0.0),
+            incast_max_fct_us: makespan,
+            ideal_makespan_us: ideal,
+            makespan_of_ideal: makespan / ideal,
             trimmed: out.report.fabric.switch_ports.trimmed,
             tail_dropped: out.report.fabric.switch_ports.tail_dropped,
         });
@@ -108,21 +120,23 @@ pub fn run(o: &ExpOpts) -> Result<Vec<Row>, ExpError> {
     let mut table = format!(
         "# Incast isolation: 7→1 incast ({} KiB each) into host {target} + victim {victim_src}→{victim_dst} ({} MiB) sharing the target's T0\n\
          {planes} planes × {gbps} Gb/s\n\n\
-         | transport | victim alone (Gb/s) | victim with incast (Gb/s) | victim degradation | incast median / max FCT µs | trimmed | tail-dropped |\n\
-         |---|---|---|---|---|---|---|\n",
+         | transport | victim alone (Gb/s) | victim with incast (Gb/s) | victim degradation | incast median / max FCT µs | incast makespan / ideal | trimmed | tail-dropped |\n\
+         |---|---|---|---|---|---|---|---|\n",
         isize / 1024,
         vsize >> 20
     );
     for r in &rows {
         let _ = writeln!(
             table,
-            "| {} | {:.1} | {:.1} | {:.1} % | {:.1} / {:.1} | {} | {} |",
+            "| {} | {:.1} | {:.1} | {:.1} % | {:.1} / {:.1} | {:.3} (ideal {:.1} µs) | {} | {} |",
             r.transport,
             r.victim_alone_gbps,
             r.victim_with_incast_gbps,
             r.degradation_pct,
             r.incast_median_fct_us,
             r.incast_max_fct_us,
+            r.makespan_of_ideal,
+            r.ideal_makespan_us,
             r.trimmed,
             r.tail_dropped
         );

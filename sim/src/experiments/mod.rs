@@ -198,6 +198,27 @@ pub struct Outcome {
     pub sim: Sim,
 }
 
+impl Outcome {
+    /// `bytes` of messages as packets on the wire: with every packet's headers, as host 0's
+    /// engine frames its largest packets (its MTU, its longest frame).
+    pub fn wire_bytes(&self, bytes: u64) -> u64 {
+        let ep = self.sim.endpoint(0);
+        let (frame, mtu) = (
+            ep.max_frame_len() as u64,
+            u64::from(ep.config().payload_mtu),
+        );
+        bytes + bytes.div_ceil(mtu) * (frame - mtu)
+    }
+
+    /// The ideal time, µs, of `bytes` through one host's NIC of `gbps`: at line rate, plus the
+    /// fabric's unloaded RTT (the first packet's trip and the last SACK's).
+    pub fn ideal_us(&self, bytes: u64, gbps: f64) -> f64 {
+        let frame = self.sim.endpoint(0).max_frame_len();
+        let rtt = SimConfig::unloaded_rtt(self.sim.plan(), frame);
+        bytes as f64 * 8.0 / (gbps * 1000.0) + rtt.as_nanos() as f64 / 1000.0
+    }
+}
+
 /// Run a scenario to the end of its applications (or its limit), check the data, build the
 /// report and write it under `dir` (when given).
 pub fn run_scenario(

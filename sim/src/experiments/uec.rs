@@ -15,7 +15,6 @@ use mrc_transport::config::SelectorKind;
 use serde_json::json;
 
 use super::{ExpError, ExpOpts, Scenario, Transport, require_intact, run_scenario, write_results};
-use crate::config::SimConfig;
 use crate::time::SimTime;
 use crate::traffic::permutation;
 
@@ -157,15 +156,7 @@ fn run_one(
     let out = run_scenario(&sc, Some(&dir.join(out_dir)), o.progress)?;
     require_intact(&out, false)?;
     let r = &out.report;
-    let ep = out.sim.endpoint(0);
-    let (frame, mtu) = (
-        ep.max_frame_len() as u64,
-        u64::from(ep.config().payload_mtu),
-    );
-    let wire_bytes = size + size.div_ceil(mtu) * (frame - mtu);
-    let rtt = SimConfig::unloaded_rtt(out.sim.plan(), frame as usize);
-    let ideal_fct_us =
-        wire_bytes as f64 * 8.0 / (f64::from(GBPS) * 1000.0) + rtt.as_nanos() as f64 / 1000.0;
+    let ideal_fct_us = out.ideal_us(out.wire_bytes(size), f64::from(GBPS));
     Ok(Row {
         hosts,
         selector: label,
