@@ -7,7 +7,7 @@
 //!
 //! - **The headers apart.** A frame's first [`HEAD`] bytes (Ethernet, outer IPv6 and the UDP
 //!   source port: all a switch reads or rewrites, [`crate::switch`], [`crate::port`]) live in
-//!   one dense array, one cache line per frame, and the rest in the frame's body. A switch
+//!   one dense array, one cache line per frame with its length, and the rest in the frame's body. A switch
 //!   hop touches one line of that array instead of a line of a separate page per frame (it
 //!   was a third of the event loop's cycles at 1024 hosts, on the first header load). The
 //!   hosts see the whole frame: [`Pool::seal`] splits what an engine wrote, [`Pool::frame`]
@@ -32,13 +32,19 @@ pub type PacketId = u32;
 pub const SMALL_CAP: usize = 256;
 
 /// Bytes of a frame kept in the dense header array: Ethernet (14), outer IPv6 (40) and the
-/// two bytes after it (an ECMP switch's UDP source port), in one cache line.
-pub const HEAD: usize = 64;
+/// two bytes after it (an ECMP switch's UDP source port), with the frame's length in one
+/// cache line.
+pub const HEAD: usize = 60;
 
-/// One frame's first [`HEAD`] bytes, a cache line of its own.
+/// One frame's first [`HEAD`] bytes and its length, a cache line of its own: a switch hop
+/// and a port's admission read both with one miss (the lengths in an array of their own
+/// were a second one per hop at 4096 hosts).
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
-struct Head([u8; HEAD]);
+struct Head {
+    bytes: [u8; HEAD],
+    len: u32,
+}
 
 /// Where a frame's bytes are, from [`HEAD`] on (the first [`HEAD`] bytes of a body are stale:
 /// the header array has them).
@@ -66,9 +72,8 @@ pub struct Pool {
     frame_cap: usize,
     /// [`SMALL_CAP`], or `frame_cap` when that is smaller (one size then).
     small_cap: usize,
-    /// The first [`HEAD`] bytes of each frame.
+    /// The first [`HEAD`] bytes and the length of each frame.
     heads: Vec<Head>,
-    lens: Vec<u32>,
     bodies: Vec<Body>,
     /// Slots with no frame.
     free: Vec<PacketId>,
@@ -88,7 +93,6 @@ impl Pool {
             frame_cap,
             small_cap: SMALL_CAP.min(frame_cap),
             heads: Vec::new(),
-            lens: Vec::new(),
             bodies: Vec::new(),
             free: Vec::new(),
             spare: Vec::new(),
@@ -157,8 +161,10 @@ impl Pool {
         if let Some(id) = self.free.pop() {
             return id;
         }
-        self.heads.push(Head([0; HEAD]));
-        self.lens.push(0);
+        self.heads.push(Head {
+            bytes: [0; HEAD],
+            len: 0,
+        });
         self.bodies.push(Body::Empty);
         (self.bodies.len() - 1) as PacketId
     }
@@ -205,9 +211,10 @@ impl Pool {
 
     /// The frame's length and header from the scratch buffer.
     fn set_head(&mut self, id: PacketId, len: usize) {
-        self.lens[id as usize] = len as u32;
+        let h = &mut self.heads[id as usize];
+        h.len = len as u32;
         let n = len.min(HEAD);
-        self.heads[id as usize].0[..n].copy_from_slice(&self.scratch[..n]);
+        h.bytes[..n].copy_from_slice(&self.scratch[..n]);
     }
 
     /// Give a frame back.
@@ -224,23 +231,23 @@ impl Pool {
     /// The frame's first [`HEAD`] bytes (all of it if shorter): what a switch reads.
     #[inline]
     pub fn head(&self, id: PacketId) -> &[u8] {
-        let n = (self.lens[id as usize] as usize).min(HEAD);
-        &self.heads[id as usize].0[..n]
+        let h = &self.heads[id as usize];
+        &h.bytes[..(h.len as usize).min(HEAD)]
     }
 
     /// The frame's first [`HEAD`] bytes, writable: what a switch rewrites.
     #[inline]
     pub fn head_mut(&mut self, id: PacketId) -> &mut [u8] {
-        let n = (self.lens[id as usize] as usize).min(HEAD);
-        &mut self.heads[id as usize].0[..n]
+        let h = &mut self.heads[id as usize];
+        &mut h.bytes[..(h.len as usize).min(HEAD)]
     }
 
     /// The whole frame, its header put back in front (a pattern frame rebuilt in the scratch
     /// buffer).
     pub fn frame(&mut self, id: PacketId) -> &[u8] {
-        let len = self.lens[id as usize] as usize;
+        let len = self.heads[id as usize].len as usize;
         let n = len.min(HEAD);
-        let head = &self.heads[id as usize].0[..n];
+        let head = &self.heads[id as usize].bytes[..n];
         match &mut self.bodies[id as usize] {
             Body::Empty => unreachable!("frame {id} is free"),
             Body::Bytes(b) => {
@@ -279,8 +286,9 @@ impl Pool {
         {
             // Whole already, in a body of the size it keeps at any new length.
             let new = f(&mut b[..len])?.min(len);
-            self.heads[id as usize].0[..new.min(HEAD)].copy_from_slice(&b[..new.min(HEAD)]);
-            self.lens[id as usize] = new as u32;
+            let h = &mut self.heads[id as usize];
+            h.bytes[..new.min(HEAD)].copy_from_slice(&b[..new.min(HEAD)]);
+            h.len = new as u32;
             return Ok(new);
         }
         if let Body::Bytes(b) = &self.bodies[id as usize] {
@@ -294,7 +302,7 @@ impl Pool {
 
     /// Frame length in bytes.
     pub fn len(&self, id: PacketId) -> usize {
-        self.lens[id as usize] as usize
+        self.heads[id as usize].len as usize
     }
 
     /// Frames in use now.
@@ -324,7 +332,7 @@ impl Pool {
             + self.bodies.capacity() * size_of::<Body>()
             + self.heads.capacity() * size_of::<Head>()
             + (self.spare.capacity() + self.spare_small.capacity()) * size_of::<Box<[u8]>>()
-            + (self.lens.capacity() + self.free.capacity()) * 4
+            + self.free.capacity() * 4
     }
 
     /// Buffer capacity.

@@ -108,8 +108,9 @@ pub struct Port {
     pub impair: LinkImpairments,
     /// The frame being serialised.
     pub busy: Option<PacketId>,
-    data: VecDeque<PacketId>,
-    prio: VecDeque<PacketId>,
+    /// Queued frames with their lengths (serialising one needs nothing from the pool).
+    data: VecDeque<(PacketId, u32)>,
+    prio: VecDeque<(PacketId, u32)>,
     data_bytes: u64,
     prio_bytes: u64,
     pub stats: PortStats,
@@ -227,14 +228,14 @@ impl Port {
             ip.set_ecn(Ecn::Ce);
             self.stats.ecn_marked += 1;
         }
-        self.data.push_back(pkt);
+        self.data.push_back((pkt, len as u32));
         self.data_bytes += len;
         self.note_peak();
         Admission::Data { marked }
     }
 
     fn push_prio(&mut self, pkt: PacketId, len: u64) {
-        self.prio.push_back(pkt);
+        self.prio.push_back((pkt, len as u32));
         self.prio_bytes += len;
         self.note_peak();
     }
@@ -243,15 +244,16 @@ impl Port {
         self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(self.queued_bytes());
     }
 
-    /// Take the next frame to serialise, priority first; `true` with a data-queue frame.
-    pub fn dequeue(&mut self, pool: &Pool) -> Option<(PacketId, bool)> {
-        if let Some(p) = self.prio.pop_front() {
-            self.prio_bytes -= pool.len(p) as u64;
-            return Some((p, false));
+    /// Take the next frame to serialise, priority first, with its length; `true` with a
+    /// data-queue frame.
+    pub fn dequeue(&mut self) -> Option<(PacketId, usize, bool)> {
+        if let Some((p, len)) = self.prio.pop_front() {
+            self.prio_bytes -= u64::from(len);
+            return Some((p, len as usize, false));
         }
-        let p = self.data.pop_front()?;
-        self.data_bytes -= pool.len(p) as u64;
-        Some((p, true))
+        let (p, len) = self.data.pop_front()?;
+        self.data_bytes -= u64::from(len);
+        Some((p, len as usize, true))
     }
 
     /// The link goes down: everything queued and on the wire is lost.
@@ -260,7 +262,7 @@ impl Port {
         self.stats.down_dropped += lost as u64;
         // The data queue holds data classes only; the priority queue control and trimmed.
         self.stats.down_dropped_data += self.data.len() as u64;
-        for p in self.data.drain(..).chain(self.prio.drain(..)) {
+        for (p, _) in self.data.drain(..).chain(self.prio.drain(..)) {
             pool.free(p);
         }
         self.data_bytes = 0;

@@ -166,10 +166,9 @@ impl Sim {
         if p.busy.is_some() || !p.up {
             return;
         }
-        let Some((pkt, data)) = p.dequeue(&self.pool) else {
+        let Some((pkt, len, data)) = p.dequeue() else {
             return;
         };
-        let len = self.pool.len(pkt);
         p.busy = Some(pkt);
         p.stats.tx_frames += 1;
         p.stats.tx_bytes += len as u64;
