@@ -2,25 +2,15 @@
 //! mostly payloads in flight and rings sized for their limits): frames crossing the fabric
 //! keep their headers, not their pattern payloads, and every byte still arrives checked.
 
-use mrc_sim::experiments::{LATENCY_NS, Scenario, Transport, fabric_toml, run_scenario};
-use mrc_sim::time::SimTime;
-use mrc_sim::traffic::permutation;
+mod common;
+
+use mrc_sim::experiments::{LATENCY_NS, fabric_toml};
 
 #[test]
 fn frames_in_flight_hold_their_headers_not_their_payloads() {
     // 2 planes × 4 racks × 4 hosts, 4 KiB payloads: hundreds of full frames in flight.
     let plan = fabric_toml("mem", 2, 4, 4, 4, 50, 512 * 1024, LATENCY_NS);
-    let t = Transport::Mrc;
-    let sc = Scenario {
-        name: "memory".into(),
-        plan,
-        cfg: t.sim_config(1),
-        msgs: permutation(16, 1 << 20, SimTime::ZERO, 1),
-        opts: t.workload(1),
-        faults: Vec::new(),
-        limit: SimTime(10_000_000_000),
-    };
-    let out = run_scenario(&sc, None, false).unwrap();
+    let out = common::mrc_permutation("memory", plan, 16, 1 << 20);
     assert!(
         out.verified.is_ok(),
         "every byte checked: {:?}",

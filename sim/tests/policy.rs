@@ -2,9 +2,9 @@
 //! fault, asserted on behaviour so it cannot regress silently. The full-size figures come
 //! from `mrc-experiments` (docs/SIMULATOR.md).
 
-use mrc_sim::experiments::{LATENCY_NS, Scenario, Transport, fabric_toml, run_scenario};
-use mrc_sim::time::SimTime;
-use mrc_sim::traffic::permutation;
+mod common;
+
+use mrc_sim::experiments::{LATENCY_NS, fabric_toml};
 
 /// A permutation of 2 MiB flows over 8 planes × 50 Gb/s, 4 racks of 8 hosts, 8 spines per
 /// plane: non-blocking, nothing fails. Sprayed paths differ only by their queues, so a hole is
@@ -14,17 +14,7 @@ use mrc_sim::traffic::permutation;
 #[test]
 fn a_clean_permutation_retires_no_ev_and_resends_almost_nothing() {
     let plan = fabric_toml("clean", 8, 4, 8, 8, 50, 512 * 1024, LATENCY_NS);
-    let t = Transport::Mrc;
-    let sc = Scenario {
-        name: "clean permutation".into(),
-        plan,
-        cfg: t.sim_config(1),
-        msgs: permutation(32, 2 << 20, SimTime::ZERO, 1),
-        opts: t.workload(1),
-        faults: Vec::new(),
-        limit: SimTime(10_000_000_000),
-    };
-    let out = run_scenario(&sc, None, false).unwrap();
+    let out = common::mrc_permutation("clean permutation", plan, 32, 2 << 20);
     let r = &out.report;
     assert!(out.verified.is_ok(), "{:?}", out.verified);
     assert_eq!(r.fct.completed, 32);

@@ -1,6 +1,8 @@
 //! Fabrics and helpers shared by the simulator's story tests.
 #![allow(dead_code)]
 
+use mrc_sim::experiments::{Outcome, Scenario, Transport, run_scenario};
+use mrc_sim::traffic::permutation;
 use mrc_sim::{RunLimit, Sim, SimConfig, SimTime};
 use mrc_srv6::plan::Plan;
 
@@ -68,4 +70,20 @@ pub fn limit() -> RunLimit {
 
 pub fn us(x: u64) -> SimTime {
     SimTime(x * 1_000_000)
+}
+
+/// A fault-free MRC permutation of `size`-byte flows over `hosts` hosts of `plan` (seed 1),
+/// run to the end within 10 ms of virtual time.
+pub fn mrc_permutation(name: &str, plan: String, hosts: u32, size: u64) -> Outcome {
+    let t = Transport::Mrc;
+    let sc = Scenario {
+        name: name.into(),
+        plan,
+        cfg: t.sim_config(1),
+        msgs: permutation(hosts, size, SimTime::ZERO, 1),
+        opts: t.workload(1),
+        faults: Vec::new(),
+        limit: SimTime(10_000_000_000),
+    };
+    run_scenario(&sc, None, false).unwrap()
 }
