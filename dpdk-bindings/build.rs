@@ -10,6 +10,17 @@
 //!
 //! Without DPDK (or with `MRC_DPDK_DISABLE=1`): emits `cfg(mrc_dpdk_absent)`; the crate then
 //! compiles its fallback, whose `Eal::init` returns `Error::NotBuilt` with the reason below.
+//!
+//! When it reruns: besides this file, `csrc/` and the environment it reads, cargo watches
+//! pkg-config's search directories that exist (`pkg-config --variable pc_path pkg-config`, or
+//! `PKG_CONFIG_LIBDIR`, and `PKG_CONFIG_PATH`'s entries; [`watch_pkg_config_dirs`]). Cargo
+//! rescans a watched directory for anything newer than the last run, the directory's own time
+//! included, so `apt-get install libdpdk-dev` (or its removal, or an upgrade) reruns the script
+//! at the next build and the crate is rebuilt with (without) DPDK; a build with nothing changed
+//! stays fresh. Installing any other package with a `.pc` file there reruns it, and rebuilds
+//! the crates above, once. A search directory that does not exist yet is not watched (cargo
+//! would rerun a script that names a missing path at every build): when DPDK's install
+//! creates it (a first `meson install` under /usr/local), `touch dpdk-bindings/build.rs`.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -23,6 +34,7 @@ fn main() {
     println!("cargo::rerun-if-env-changed=LIBCLANG_PATH");
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=csrc");
+    watch_pkg_config_dirs();
 
     match build_with_dpdk() {
         Ok(version) => {
@@ -35,6 +47,53 @@ fn main() {
             println!("cargo::rustc-cfg=mrc_dpdk_absent");
             println!("cargo::rustc-env=MRC_DPDK_ABSENT_REASON={reason}");
             println!("cargo::metadata=absent=1");
+        }
+    }
+}
+
+/// Rerun when a `.pc` file appears in, leaves or changes in a directory pkg-config searches
+/// (libdpdk installed, removed or upgraded), or when the variables that move them change.
+/// Only directories that exist are named: cargo reruns a script that names a missing path at
+/// every build.
+fn watch_pkg_config_dirs() {
+    for var in ["PKG_CONFIG", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR"] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    let list = |var: &str| {
+        env::var_os(var)
+            .map(|v| env::split_paths(&v).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    let mut dirs = list("PKG_CONFIG_PATH");
+    // PKG_CONFIG_LIBDIR replaces the default path; else the default pkg-config was built with
+    // (Debian's when pkg-config itself is not installed yet).
+    let libdir = list("PKG_CONFIG_LIBDIR");
+    if libdir.is_empty() {
+        let pkg_config = env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".into());
+        let default = Command::new(pkg_config)
+            .args(["--variable", "pc_path", "pkg-config"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| {
+                let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+                format!(
+                    "/usr/local/lib/{arch}-linux-gnu/pkgconfig:/usr/local/lib/pkgconfig:\
+                     /usr/local/share/pkgconfig:/usr/lib/{arch}-linux-gnu/pkgconfig:\
+                     /usr/lib/pkgconfig:/usr/share/pkgconfig"
+                )
+            });
+        dirs.extend(env::split_paths(default.trim()));
+    } else {
+        dirs.extend(libdir);
+    }
+    let mut seen = Vec::new();
+    for dir in dirs {
+        if dir.is_dir() && !seen.contains(&dir) {
+            println!("cargo::rerun-if-changed={}", dir.display());
+            seen.push(dir);
         }
     }
 }

@@ -88,7 +88,8 @@ fn coll_exports(backend: &str) {
             "--metrics",
             "127.0.0.1:0",
             "--metrics-linger",
-            "5s",
+            // Long enough for a loaded machine to scrape; the run is killed after the test.
+            "300s",
         ],
         "# Avg bus bandwidth",
     );
@@ -161,7 +162,8 @@ fn write_lat_histogram_counts_every_sample() {
             "--metrics",
             "127.0.0.1:0",
             "--metrics-linger",
-            "5s",
+            // Long enough for a loaded machine to scrape; the run is killed after the test.
+            "300s",
         ],
         "Per plane",
     );

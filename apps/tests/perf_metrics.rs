@@ -63,27 +63,38 @@ fn counters_move_while_the_test_runs() {
 
     let series = "mrc_port_xmit_data_bytes_total";
     let plane0 = ["host=\"h0\"", "plane=\"0\"", "test=\"write_bw\""];
-    let mut first = scrape(&addr);
+    // Scrape until `pass` holds of the value (a loaded machine publishes late), a minute at
+    // most.
+    let wait = |what: &str, pass: &dyn Fn(Option<f64>) -> bool| {
+        let deadline = Instant::now() + Duration::from_mins(1);
+        loop {
+            let v = value(&scrape(&addr), series, &plane0);
+            if pass(v) {
+                return v.unwrap_or_default();
+            }
+            assert!(Instant::now() < deadline, "{what}: {series} is {v:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
     // The first samples may not have been published yet.
-    for _ in 0..100 {
-        if value(&first, series, &plane0).is_some_and(|v| v > 0.0) {
-            break;
+    let a = wait("per-plane transmit bytes", &|v| v.is_some_and(|v| v > 0.0));
+    wait("the counter moves", &|v| v.is_some_and(|v| v > a));
+    // 0.1 % loss on every link: retransmissions by some cause, once enough has been sent.
+    let retransmitted = |text: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("mrc_qp_retransmitted_packets_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_mins(1);
+    let last = loop {
+        let text = scrape(&addr);
+        if retransmitted(&text) > 0.0 {
+            break text;
         }
+        assert!(Instant::now() < deadline, "lossy links retransmit:\n{text}");
         std::thread::sleep(Duration::from_millis(50));
-        first = scrape(&addr);
-    }
-    let a = value(&first, series, &plane0).expect("per-plane transmit bytes");
-    assert!(a > 0.0);
-    let mut b = a;
-    for _ in 0..100 {
-        std::thread::sleep(Duration::from_millis(50));
-        b = value(&scrape(&addr), series, &plane0).unwrap();
-        if b > a {
-            break;
-        }
-    }
-    assert!(b > a, "the counter moved: {a} -> {b}");
-    let last = scrape(&addr);
+    };
     for plane in 0..4 {
         let p = format!("plane=\"{plane}\"");
         assert!(value(&last, series, &["host=\"h0\"", &p]).is_some_and(|v| v > 0.0));
@@ -109,11 +120,4 @@ fn counters_move_while_the_test_runs() {
             "{name} {labels:?} in\n{last}"
         );
     }
-    // 0.1 % loss on every link: retransmissions by some cause.
-    let retx: f64 = last
-        .lines()
-        .filter(|l| l.starts_with("mrc_qp_retransmitted_packets_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
-    assert!(retx > 0.0, "lossy links retransmit");
 }

@@ -226,7 +226,7 @@ fn controller_profiles_reach_the_application() {
             mrc_ctl_modify_port(a.h.ctx, 1, &raw mut p, MRC_CTL_PORT_ADMIN_STATE),
             0
         );
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + common::WAIT;
         while port_state(a.h.vctx, 1) != IBV_PORT_ACTIVE {
             assert!(Instant::now() < deadline, "port 1 did not come back");
             std::thread::sleep(Duration::from_millis(1));

@@ -161,14 +161,14 @@ fn listed_and_generated_evs_are_what_qps_spray_over() {
                 .find(|e| e.0 == denied)
                 .map(|e| e.2)
         };
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + common::WAIT;
         while state_of() != Some(EvState::Denied) {
             assert!(Instant::now() < deadline, "the deny did not reach the QP");
             std::thread::sleep(Duration::from_millis(1));
         }
         d[0].state = 1; // MRC_CTL_EV_GOOD
         assert_eq!(ev_op(a.ctx, 11, MRC_CTL_EV_OP_MODIFY_EV_STATE, &mut d), 0);
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + common::WAIT;
         while state_of() != Some(EvState::Good) {
             assert!(Instant::now() < deadline, "the allow did not reach the QP");
             std::thread::sleep(Duration::from_millis(1));
@@ -188,7 +188,7 @@ fn listed_and_generated_evs_are_what_qps_spray_over() {
             let of = |v: u32| evs.iter().find(|e| e.0 == v).map(|e| e.2);
             (of(0x5eed_0000 + 5 * 0x101), of(0x5eed_0000 + 6 * 0x101))
         };
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + common::WAIT;
         while states() != (Some(EvState::Good), Some(EvState::Denied)) {
             assert!(
                 Instant::now() < deadline,

@@ -234,6 +234,17 @@ pub struct Sample {
 /// The most samples the JSON keeps (the first ones; `samples_dropped` counts the rest).
 pub const MAX_SAMPLES: usize = 100_000;
 
+/// The JSON sample series of a run (docs/metrics.md, "Resolution").
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleSeries {
+    /// The first [`MAX_SAMPLES`] samples.
+    pub samples: Vec<Sample>,
+    /// The samples after those.
+    pub dropped: u64,
+    /// The sampling periods that ended without a sample (the sampler woke after their end).
+    pub missed: u64,
+}
+
 /// The window of the peak rate gauge: one second.
 const PEAK_WINDOW_NS: u64 = 1_000_000_000;
 
@@ -323,8 +334,7 @@ impl Rates {
 #[derive(Debug)]
 struct State {
     rates: Rates,
-    samples: Vec<Sample>,
-    samples_dropped: u64,
+    series: SampleSeries,
     pusher: Option<Pusher>,
     last_push: Instant,
     textfile: Option<Textfile>,
@@ -373,8 +383,7 @@ impl Telemetry {
             server,
             state: Mutex::new(State {
                 rates: Rates::default(),
-                samples: Vec::new(),
-                samples_dropped: 0,
+                series: SampleSeries::default(),
                 pusher,
                 last_push: Instant::now(),
                 textfile,
@@ -404,14 +413,22 @@ impl Telemetry {
     /// A counter sample: publish it (and the rate gauges), record the JSON sample, write the
     /// textfile, push when `--push-every` is due.
     pub fn sample(&self, snap: &Snapshot) {
+        self.sample_after(snap, 0);
+    }
+
+    /// [`sample`](Self::sample), the first after `missed` sampling periods that ended without
+    /// one (the backend's [`Sampling`](crate::perf::sampling::Sampling) says how many).
+    pub fn sample_after(&self, snap: &Snapshot, missed: u64) {
         let mut st = self.lock();
         let (rows, sample) = st.rates.update(snap);
         self.exporter.publish_with_rates(snap, rows);
+        let series = &mut st.series;
+        series.missed += missed;
         if let Some(s) = sample {
-            if st.samples.len() < MAX_SAMPLES {
-                st.samples.push(s);
+            if series.samples.len() < MAX_SAMPLES {
+                series.samples.push(s);
             } else {
-                st.samples_dropped += 1;
+                series.dropped += 1;
             }
         }
         self.write_sinks(&mut st, false);
@@ -471,10 +488,9 @@ impl Telemetry {
         }
     }
 
-    /// The samples so far, and how many the cap dropped.
-    pub fn samples(&self) -> (Vec<Sample>, u64) {
-        let st = self.lock();
-        (st.samples.clone(), st.samples_dropped)
+    /// The sample series so far.
+    pub fn samples(&self) -> SampleSeries {
+        self.lock().series.clone()
     }
 }
 

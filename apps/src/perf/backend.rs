@@ -84,6 +84,11 @@ pub struct SizeOutcome {
 }
 
 /// Measures the CPU NIC threads use over a run (`--cpu_util`).
+///
+/// The wall clock is read before the threads' CPU times at the start and after them at the
+/// end, so the CPU time measured falls within the wall time measured however this thread is
+/// scheduled between the reads (a thread preempted after reading the CPU times but before the
+/// clock would report more than a whole core on a short run).
 #[derive(Debug, Clone, Copy)]
 pub struct CpuMeter {
     start: std::time::Instant,
@@ -92,22 +97,26 @@ pub struct CpuMeter {
 }
 
 impl CpuMeter {
-    /// Start, from the NIC threads' CPU times so far (`None`: not available).
-    pub fn start(cpu_times: &[Option<std::time::Duration>]) -> Option<Self> {
-        let cpu = cpu_times
-            .iter()
-            .copied()
-            .sum::<Option<std::time::Duration>>()?;
+    /// Start, from the NIC threads' CPU times so far, which `cpu_times` reads (`None`: not
+    /// available).
+    pub fn start(cpu_times: impl FnOnce() -> Vec<Option<std::time::Duration>>) -> Option<Self> {
+        let start = std::time::Instant::now();
+        let times = cpu_times();
+        let cpu = times.iter().copied().sum::<Option<std::time::Duration>>()?;
         Some(Self {
-            start: std::time::Instant::now(),
+            start,
             cpu,
-            threads: u32::try_from(cpu_times.len()).ok()?.max(1),
+            threads: u32::try_from(times.len()).ok()?.max(1),
         })
     }
 
-    /// The share of one core each thread used since the start, %, given their times now.
-    pub fn percent(&self, cpu_times: &[Option<std::time::Duration>]) -> Option<f64> {
-        let now = cpu_times
+    /// The share of one core each thread used since the start, %, from their times now,
+    /// which `cpu_times` reads.
+    pub fn percent(
+        &self,
+        cpu_times: impl FnOnce() -> Vec<Option<std::time::Duration>>,
+    ) -> Option<f64> {
+        let now = cpu_times()
             .iter()
             .copied()
             .sum::<Option<std::time::Duration>>()?;
@@ -131,57 +140,6 @@ pub struct Hooks {
     /// Interpose on each host's registered memory (tests: a fault between the engine and
     /// the memory, which `--check` must catch). Simulator backend only.
     pub memory: Option<WrapMemory>,
-}
-
-/// When a backend samples: every `tick` (the finer of the live lines' period and
-/// `--sample-every`), the live lines at their period, the telemetry at `--sample-every`
-/// (docs/metrics.md, "Resolution").
-#[derive(Debug, Clone, Copy)]
-pub struct Sampling {
-    /// How often the backend reads the counters.
-    pub tick: mrc_transport::Duration,
-    /// How often a live line prints.
-    pub live: mrc_transport::Duration,
-    /// How often the telemetry takes a sample.
-    pub telemetry: mrc_transport::Duration,
-    last_ns: Option<u64>,
-}
-
-impl Sampling {
-    /// From the backend's live period (`live`) and the settings: `--sample-every` sets the
-    /// telemetry's period (default: `live`); `--run_infinitely` keeps its one period.
-    pub fn new(s: &Settings, live: mrc_transport::Duration) -> Self {
-        let telemetry = if s.run_infinitely {
-            live
-        } else {
-            s.telemetry.sample_every.unwrap_or(live)
-        }
-        // The command line refuses less than 1 us; never a zero period (a sampling loop
-        // that would not advance).
-        .max(mrc_transport::Duration::from_micros(1));
-        Self {
-            tick: telemetry.min(live),
-            live,
-            telemetry,
-            last_ns: None,
-        }
-    }
-
-    /// The live lines' minimum gap: the live period, less half a tick of jitter.
-    pub fn live_min_ns(&self) -> u64 {
-        self.live.0.saturating_sub(self.tick.0 / 2)
-    }
-
-    /// A telemetry sample is due at `now_ns` (then it is taken).
-    pub fn telemetry_due(&mut self, now_ns: u64) -> bool {
-        let due = self.last_ns.is_none_or(|l| {
-            now_ns < l || now_ns - l >= self.telemetry.0.saturating_sub(self.tick.0 / 2)
-        });
-        if due {
-            self.last_ns = Some(now_ns);
-        }
-        due
-    }
 }
 
 /// The messages completed in one reporting period (`--run_infinitely`).

@@ -397,7 +397,7 @@ impl DpdkBackend {
         let meter = s
             .perftest
             .cpu_util
-            .then(|| CpuMeter::start(&cpu_time()))
+            .then(|| CpuMeter::start(cpu_time))
             .flatten();
         let (mut error, elapsed) = drive(
             &s,
@@ -408,7 +408,7 @@ impl DpdkBackend {
             &[(h, cq)],
             &snapshot,
         )?;
-        let nic_cpu_percent = meter.and_then(|m| m.percent(&cpu_time()));
+        let nic_cpu_percent = meter.and_then(|m| m.percent(cpu_time));
         let mine: Vec<QpRecord> = lock(&app).records().cloned().collect();
         let done = json!({
             "records": mine.iter().map(record_json).collect::<Vec<_>>(),

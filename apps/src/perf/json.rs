@@ -9,7 +9,7 @@ use super::backend::{CheckResult, FabricInfo};
 use super::measure::Row;
 use super::settings::Settings;
 use crate::metrics::counters::Snapshot;
-use crate::metrics::telemetry::Sample;
+use crate::metrics::telemetry::SampleSeries;
 
 fn on_off(b: bool) -> &'static str {
     if b { "ON" } else { "OFF" }
@@ -59,7 +59,7 @@ pub fn document(
     snap: &Snapshot,
     check: Option<&CheckResult>,
     error: Option<&str>,
-    samples: &(Vec<Sample>, u64),
+    samples: &SampleSeries,
 ) -> Value {
     let planes = snap.planes();
     let changes = snap.ev_changes_per_plane(planes.len());
@@ -139,8 +139,9 @@ pub fn document(
         "check": check,
         "error": error,
         // docs/metrics.md, "Resolution": the counter samples, at most MAX_SAMPLES.
-        "samples": samples.0,
-        "samples_dropped": samples.1,
+        "samples": samples.samples,
+        "samples_dropped": samples.dropped,
+        "samples_missed": samples.missed,
     })
 }
 

@@ -224,10 +224,10 @@ impl MemBackend {
         let meter = s
             .perftest
             .cpu_util
-            .then(|| CpuMeter::start(&cpu_times()))
+            .then(|| CpuMeter::start(cpu_times))
             .flatten();
         let (error, elapsed) = drive(s, size, hooks, planes, &apps, &drivers, &snapshot)?;
-        let nic_cpu_percent = meter.and_then(|m| m.percent(&cpu_times()));
+        let nic_cpu_percent = meter.and_then(|m| m.percent(cpu_times));
         let counters = snapshot(elapsed)?;
         let records: Vec<Vec<_>> = apps
             .iter()

@@ -28,6 +28,7 @@ pub mod nic_backend;
 pub mod pace;
 pub mod plan;
 pub mod report;
+pub mod sampling;
 pub mod settings;
 pub mod sim_backend;
 pub mod traffic;

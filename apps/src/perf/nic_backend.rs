@@ -16,10 +16,11 @@ use mrc_transport::verbs::{
 use mrc_transport::{Duration, EndpointConfig, PathMode, PortConfig};
 
 use super::app::{PerfApp, SharedApp, lock};
-use super::backend::{BUFFER_IOVA, Hooks, Sampling, apply_profiles, layout_of, pattern_memory};
+use super::backend::{BUFFER_IOVA, Hooks, apply_profiles, layout_of, pattern_memory};
 use super::check::SharedDest;
 use super::live::Live;
 use super::report::Periods;
+use super::sampling::Sampling;
 use super::settings::{Settings, TestKind};
 use crate::metrics::counters::{HostCounters, Snapshot};
 
@@ -201,10 +202,12 @@ pub fn drive(
     let mut sampling = Sampling::new(s, period);
     let mut live = Live::new(planes, sampling.live_min_ns()).labelled(hooks.live_label.clone());
     let mut periods = Periods::default();
-    while threads.iter().any(|d| !d.is_finished()) {
-        std::thread::sleep(
-            StdDuration::from_nanos(sampling.tick.0).min(StdDuration::from_millis(50)),
-        );
+    // At least one turn, so a run has a sample whatever the scheduler did before this line.
+    loop {
+        // Until the next tick of the schedule (docs/metrics.md, "Resolution"), at most 50 ms
+        // (to see the applications finish).
+        let to_tick = sampling.until_next_tick_ns(start.elapsed().as_nanos() as u64);
+        std::thread::sleep(StdDuration::from_nanos(to_tick).min(StdDuration::from_millis(50)));
         let now = start.elapsed();
         if hooks.live || hooks.telemetry.is_some() {
             let snap = snapshot(now)?;
@@ -212,9 +215,9 @@ pub fn drive(
                 live.print(&snap);
             }
             if let Some(t) = &hooks.telemetry
-                && sampling.telemetry_due(snap.at_ns)
+                && let Some(missed) = sampling.telemetry_due(snap.at_ns)
             {
-                t.sample(&snap);
+                t.sample_after(&snap, missed);
             }
         }
         if s.run_infinitely {
@@ -228,6 +231,9 @@ pub fn drive(
                 }
             }
             std::thread::sleep(StdDuration::from_nanos(period.0));
+        }
+        if threads.iter().all(std::thread::JoinHandle::is_finished) {
+            break;
         }
     }
     let mut error = None;

@@ -14,13 +14,14 @@ use mrc_transport::{Duration, Instant};
 
 use super::app::{PerfApp, lock};
 use super::backend::{
-    Addresses, BUFFER_IOVA, FabricInfo, Hooks, QpAddress, Sampling, SizeOutcome, WrapMemory,
-    app_params, finish_pattern_checks, layout_of, pattern_memory, pattern_qps, profiles,
+    Addresses, BUFFER_IOVA, FabricInfo, Hooks, QpAddress, SizeOutcome, WrapMemory, app_params,
+    finish_pattern_checks, layout_of, pattern_memory, pattern_qps, profiles,
 };
 use super::check::SharedDest;
 use super::live::Live;
 use super::plan::load_plan;
 use super::report::Periods;
+use super::sampling::Sampling;
 use super::settings::{CcChoice, Settings, TestKind};
 use super::traffic::{self, Flow, Wiring, ends};
 use crate::faults;
@@ -276,9 +277,9 @@ impl SimBackend {
                 live.print(&snap);
             }
             if let Some(t) = &hooks.telemetry
-                && sampling.telemetry_due(snap.at_ns)
+                && let Some(missed) = sampling.telemetry_due(snap.at_ns)
             {
-                t.sample(&snap);
+                t.sample_after(&snap, missed);
             }
             if s.run_infinitely {
                 let rtts =

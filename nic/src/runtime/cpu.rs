@@ -62,12 +62,22 @@ mod tests {
             return; // not Linux
         };
         let before = thread_cpu_time(tid).expect("this thread's CPU time");
+        // Spin until the kernel has counted some of it (at a scheduler tick, however long the
+        // machine's load keeps this thread off a CPU), a minute at most.
         let mut x = 0u64;
-        let start = std::time::Instant::now();
-        while start.elapsed() < Duration::from_millis(30) {
-            x = std::hint::black_box(x.wrapping_add(1));
+        let deadline = std::time::Instant::now() + Duration::from_mins(1);
+        loop {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            let after = thread_cpu_time(tid).expect("this thread's CPU time");
+            if after > before {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{before:?} -> {after:?}"
+            );
         }
-        let after = thread_cpu_time(tid).expect("this thread's CPU time");
-        assert!(after > before, "{before:?} -> {after:?}");
     }
 }
