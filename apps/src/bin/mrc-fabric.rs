@@ -4,6 +4,7 @@
 //! mrc-fabric paths small --from h0 --to h3 [--plane 0]
 //! mrc-fabric linux small --prefix mrc | sh
 //! mrc-fabric linux small --prefix mrc --teardown | sh
+//! mrc-fabric counters small --prefix mrc
 //! mrc-fabric dump capture.pcapng
 //! mrc-fabric demo [small --from h0 --to h3]
 //! ```
@@ -35,6 +36,8 @@ enum Command {
     Paths(fabric::paths::Args),
     /// Print the shell script that builds (or tears down) the plan as Linux namespaces.
     Linux(fabric::linux::Args),
+    /// Print the counters of every switch interface of the plan's Linux fabric (needs root).
+    Counters(fabric::counters::Args),
     /// Decode the MRC frames of a pcap/pcapng capture, one line per header.
     Dump(fabric::dump::Args),
     /// Show a plan's paths and build + decode a Write, SACK, trimmed Write and NACK.
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
     let ran = match cli.command {
         Command::Paths(args) => fabric::paths::run(&args),
         Command::Linux(args) => fabric::linux::run(&args),
+        Command::Counters(args) => fabric::counters::run(&args),
         Command::Dump(args) => fabric::dump::run(&args),
         Command::Demo(args) => fabric::demo::run(&args),
     };

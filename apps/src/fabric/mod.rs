@@ -6,6 +6,7 @@ use mrc_srv6::plan::{HostId, NodeId, Plan};
 use crate::{bail_usage, tool, usage};
 
 pub mod capture;
+pub mod counters;
 pub mod decode;
 pub mod demo;
 pub mod dump;

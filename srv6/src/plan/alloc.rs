@@ -7,10 +7,14 @@
 //! | T1 `s` of plane `p` (uN) | `0x2000 + 256 p + s` | `0x2000..=0x27ff` | 8 planes × 256 T1 |
 //! | host `h` ("global" mode) | `0x8000 + h` | `0x8000..=0xdfff` | 24 576 hosts |
 //! | downlink `k` of a T0 (local) | `0xe000 + k` | `0xe000..=0xe0ff` | 256 per T0 |
+//! | adjacency out of port `p` (local uA) | `0xe800 + p` | `0xe800..=0xe9ff` | 512 per switch |
 //!
 //! Downlink uSIDs are local to each T0 (the same value means "leave on downlink k" on every
 //! T0), which is what lets the "downlink" host mode address 8 × 512 × 256 = 131 072 hosts
-//! (brief §5.4) with 16-bit uSIDs. uSID 0 is End-of-Container and is never allocated.
+//! (brief §5.4) with 16-bit uSIDs. Adjacency uSIDs (uA, RFC 9800's End.X with NEXT-C-SID) are
+//! local the same way: "shift, then leave by port `p`" on whichever switch reads them, in plans
+//! whose switches use them ([`super::SwitchMode::Adjacency`]). uSID 0 is End-of-Container and
+//! is never allocated.
 
 use crate::wire::Usid;
 
@@ -26,11 +30,15 @@ pub const MAX_T1_PER_PLANE: u32 = 256;
 pub const MAX_HOSTS_PER_T0: u32 = 256;
 /// Most hosts with a global uSID ("global" host mode).
 pub const MAX_GLOBAL_HOSTS: u32 = 0x6000;
+/// Most ports of a switch with an adjacency uSID (a T0's 256 downlinks and 256 uplinks, or a
+/// T1's 512 downlinks).
+pub const MAX_SWITCH_PORTS: u32 = 512;
 
 const T0_BASE: u32 = 0x1000;
 const T1_BASE: u32 = 0x2000;
 const HOST_BASE: u32 = 0x8000;
 const DOWNLINK_BASE: u32 = 0xe000;
+const ADJACENCY_BASE: u32 = 0xe800;
 
 /// What a uSID names, by the allocation alone (without checking a plan's sizes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +49,8 @@ pub enum UsidOwner {
     Host(HostId),
     /// Downlink `k` of whichever T0 reads it.
     Downlink(u16),
+    /// The adjacency out of port `p` of whichever switch reads it (uA).
+    Adjacency(u16),
 }
 
 /// The uN uSID of a switch. Panics outside the allocation's limits (plans are validated
@@ -83,6 +93,15 @@ pub fn downlink_usid(k: u16) -> Usid {
     Usid(DOWNLINK_BASE + u32::from(k))
 }
 
+/// The local uA uSID of port `p` of a switch: shift, then leave by that port.
+pub fn adjacency_usid(p: u16) -> Usid {
+    assert!(
+        u32::from(p) < MAX_SWITCH_PORTS,
+        "port {p} outside the adjacency allocation"
+    );
+    Usid(ADJACENCY_BASE + u32::from(p))
+}
+
 /// The inverse: which node (or downlink) a uSID names, or `None` outside every range.
 pub fn owner(usid: Usid) -> Option<UsidOwner> {
     let v = usid.0;
@@ -108,6 +127,9 @@ pub fn owner(usid: Usid) -> Option<UsidOwner> {
         }
         _ if (DOWNLINK_BASE..DOWNLINK_BASE + MAX_HOSTS_PER_T0).contains(&v) => {
             UsidOwner::Downlink((v - DOWNLINK_BASE) as u16)
+        }
+        _ if (ADJACENCY_BASE..ADJACENCY_BASE + MAX_SWITCH_PORTS).contains(&v) => {
+            UsidOwner::Adjacency((v - ADJACENCY_BASE) as u16)
         }
         _ => return None,
     };
@@ -143,6 +165,11 @@ mod tests {
             assert!(u.0 <= 0xffff && seen.insert(u));
             assert_eq!(owner(u), Some(UsidOwner::Downlink(k)));
         }
+        for port in 0..MAX_SWITCH_PORTS as u16 {
+            let u = adjacency_usid(port);
+            assert!(u.0 <= 0xffff && seen.insert(u));
+            assert_eq!(owner(u), Some(UsidOwner::Adjacency(port)));
+        }
         assert_eq!(owner(Usid(0)), None);
         assert_eq!(owner(Usid(0x3000)), None);
         assert_eq!(owner(Usid(0xffff)), None);
@@ -167,5 +194,7 @@ mod tests {
         assert_eq!(switch_usid(t1(7, 255)), Usid(0x27ff));
         assert_eq!(host_usid(HostId(3)), Usid(0x8003));
         assert_eq!(downlink_usid(255), Usid(0xe0ff));
+        assert_eq!(adjacency_usid(2), Usid(0xe802));
+        assert_eq!(adjacency_usid(511), Usid(0xe9ff));
     }
 }

@@ -13,7 +13,7 @@ use toml::Spanned;
 use super::alloc::{
     MAX_GLOBAL_HOSTS, MAX_HOSTS_PER_T0, MAX_PLANES, MAX_T0_PER_PLANE, MAX_T1_PER_PLANE,
 };
-use super::{HostMode, LinkParams, Plan, QueueParams};
+use super::{HostMode, LinkParams, Plan, QueueParams, SwitchMode};
 
 /// The built-in default plan (`plans/small.toml`): 2 planes × 2 T0 × 2 T1 × 2 hosts per T0,
 /// global host uSIDs, so the Linux fabric works.
@@ -73,6 +73,8 @@ struct RawPlan {
     hosts_per_t0: Spanned<u32>,
     usid_block: Spanned<String>,
     host_usids: Spanned<HostMode>,
+    #[serde(default)]
+    switch_usids: SwitchMode,
     #[serde(default = "default_nic_prefix")]
     nic_prefix: Spanned<String>,
     #[serde(default = "default_mtu")]
@@ -374,6 +376,7 @@ impl Plan {
             hosts_per_t0: *raw.hosts_per_t0.get_ref() as u16,
             block,
             host_mode,
+            switch_mode: raw.switch_usids,
             nic_prefix,
             nic_prefix_len: nic_len,
             mtu,

@@ -36,7 +36,7 @@ mod table;
 pub use alloc::UsidOwner;
 #[cfg(feature = "toml")]
 pub use config::{PlanError, SMALL_PLAN_TOML};
-pub use linux::LinuxError;
+pub use linux::{LinuxError, LinuxPart};
 pub use path::{Hop, MAX_PATH_HOPS, Path, PathError};
 pub use table::{DropReason, Forward, Route, RouteAction, Trace, TraceEnd};
 
@@ -161,6 +161,26 @@ pub enum HostMode {
     Global,
 }
 
+/// What the uSIDs of a path name at the switches after the first (the first is always the
+/// source T0's uN uSID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "toml",
+    derive(serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
+pub enum SwitchMode {
+    /// Nodes (uN, `End` with NEXT-C-SID): each switch shifts its own uSID and forwards on the
+    /// next one, the spine by its own uN uSID: `block : T0 : T1 : T0 : last`.
+    #[default]
+    Node,
+    /// Adjacencies (uA, `End.X` with NEXT-C-SID): after the source T0's uN uSID, each uSID names
+    /// the port the switch reading it leaves by, with no lookup: `block : T0 : uA(uplink) :
+    /// uA(downlink) : last`. Linux has it from 6.x (Debian's 6.12; 6.1 accepts the route and
+    /// drops the flavor).
+    Adjacency,
+}
+
 /// The two link tiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LinkTier {
@@ -212,6 +232,7 @@ pub struct Plan {
     pub(crate) hosts_per_t0: u16,
     pub(crate) block: Ipv6Addr,
     pub(crate) host_mode: HostMode,
+    pub(crate) switch_mode: SwitchMode,
     pub(crate) nic_prefix: Ipv6Addr,
     pub(crate) nic_prefix_len: u8,
     pub(crate) mtu: u32,
@@ -270,6 +291,11 @@ impl Plan {
     /// How hosts are addressed by the last uSID.
     pub fn host_mode(&self) -> HostMode {
         self.host_mode
+    }
+
+    /// What a path's uSIDs name after the source T0.
+    pub fn switch_mode(&self) -> SwitchMode {
+        self.switch_mode
     }
 
     /// IP MTU of every link.
@@ -365,6 +391,10 @@ impl Plan {
             UsidOwner::Switch(s) => self.has_switch(s),
             UsidOwner::Host(h) => self.host_mode == HostMode::Global && self.has_host(h),
             UsidOwner::Downlink(k) => self.host_mode == HostMode::Downlink && k < self.hosts_per_t0,
+            UsidOwner::Adjacency(p) => {
+                self.switch_mode == SwitchMode::Adjacency
+                    && p < (self.hosts_per_t0 + self.t1_per_plane).max(self.t0_per_plane)
+            }
         };
         exists.then_some(owner)
     }

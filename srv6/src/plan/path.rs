@@ -7,14 +7,16 @@
 //! - same rack, bounced off spine `s`: `block : T0(p,a) : T1(p,s) : T0(p,a) : last(B)`, index
 //!   `s`; and straight through the T0: `block : T0(p,a) : last(B)`, the last index.
 //!
-//! `last(B)` is B's global uSID or `down(k)` (see [`super::HostMode`]).
+//! `last(B)` is B's global uSID or `down(k)` (see [`super::HostMode`]). With adjacency
+//! switch uSIDs ([`super::SwitchMode::Adjacency`]) the spine paths name the ports instead of
+//! the switches after the first: `block : T0(p,a) : uA(uplink s) : uA(downlink b) : last(B)`.
 
 use core::fmt;
 use core::net::Ipv6Addr;
 
 use crate::wire::{Usid, UsidContainer};
 
-use super::{HostId, NodeId, Plan, SwitchId};
+use super::{HostId, NodeId, Plan, SwitchId, SwitchMode, alloc};
 
 /// Most hops (nodes that transmit the packet) on a path: host, T0, T1, T0.
 pub const MAX_PATH_HOPS: usize = 4;
@@ -150,12 +152,20 @@ impl Plan {
                     },
                 ],
                 4,
-                [
-                    self.switch_usid(t0a),
-                    self.switch_usid(t1),
-                    self.switch_usid(t0b),
-                    last,
-                ],
+                match self.switch_mode {
+                    SwitchMode::Node => [
+                        self.switch_usid(t0a),
+                        self.switch_usid(t1),
+                        self.switch_usid(t0b),
+                        last,
+                    ],
+                    SwitchMode::Adjacency => [
+                        self.switch_usid(t0a),
+                        alloc::adjacency_usid(self.hosts_per_t0 + s),
+                        alloc::adjacency_usid(b),
+                        last,
+                    ],
+                },
                 4,
             )
         } else {

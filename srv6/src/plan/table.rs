@@ -12,13 +12,16 @@ use core::net::Ipv6Addr;
 
 use crate::wire::UsidContainer;
 
-use super::{HostId, NodeId, Plan, SwitchId, Tier, UsidOwner};
+use super::{HostId, NodeId, Plan, SwitchId, SwitchMode, Tier, UsidOwner, alloc};
 
 /// What a route does with a matching packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RouteAction {
     /// The switch's own uN uSID: End with the NEXT-C-SID flavor (shift, then look up again).
     End,
+    /// One of the switch's uA uSIDs: End.X with the NEXT-C-SID flavor (shift, then out of this
+    /// port, no lookup).
+    EndX(u16),
     /// Send out of this port unchanged.
     Port(u16),
 }
@@ -36,6 +39,7 @@ impl fmt::Display for Route {
         write!(f, "{}/{} ", self.prefix, self.prefix_len)?;
         match self.action {
             RouteAction::End => f.write_str("End (next-csid)"),
+            RouteAction::EndX(p) => write!(f, "End.X (next-csid) port {p}"),
             RouteAction::Port(p) => write!(f, "port {p}"),
         }
     }
@@ -99,7 +103,32 @@ impl Plan {
                 RouteAction::Port(i),
             )
         });
-        own.into_iter().chain(uplinks).chain(downlinks).chain(t0s)
+        // uA: a T0's uplinks, a T1's downlinks (the ports an adjacency path names).
+        let adjacent = match (exists, self.switch_mode, switch.tier) {
+            (true, SwitchMode::Adjacency, Tier::T0) => {
+                self.hosts_per_t0..self.hosts_per_t0 + self.t1_per_plane
+            }
+            (true, SwitchMode::Adjacency, Tier::T1) => 0..self.t0_per_plane,
+            _ => 0..0,
+        };
+        let adjacencies =
+            adjacent.map(move |p| route(alloc::adjacency_usid(p), RouteAction::EndX(p)));
+        own.into_iter()
+            .chain(uplinks)
+            .chain(downlinks)
+            .chain(t0s)
+            .chain(adjacencies)
+    }
+
+    /// True if `switch` has a uA uSID for `port` ([`Plan::switch_table`]'s End.X routes).
+    fn has_adjacency(&self, switch: SwitchId, port: u16) -> bool {
+        self.switch_mode == SwitchMode::Adjacency
+            && match switch.tier {
+                Tier::T0 => {
+                    (self.hosts_per_t0..self.hosts_per_t0 + self.t1_per_plane).contains(&port)
+                }
+                Tier::T1 => port < self.t0_per_plane,
+            }
     }
 
     /// The port `switch` routes a (not own) active uSID owner to, if it has a route.
@@ -139,9 +168,18 @@ impl Plan {
                 return Forward::Drop(DropReason::EmptyContainer);
             };
             if active != own {
-                let port = self
-                    .usid_owner(active)
-                    .and_then(|owner| self.route_port(switch, owner));
+                let owner = self.usid_owner(active);
+                if let Some(UsidOwner::Adjacency(port)) = owner {
+                    // End.X with NEXT-C-SID: shift, then out of the port, no lookup.
+                    if !self.has_adjacency(switch, port) {
+                        return Forward::Drop(DropReason::NoRoute);
+                    }
+                    if !c.shift() {
+                        return Forward::Exhausted { da: c.addr() };
+                    }
+                    return Forward::Out { port, da: c.addr() };
+                }
+                let port = owner.and_then(|owner| self.route_port(switch, owner));
                 return match port {
                     Some(port) => Forward::Out { port, da: c.addr() },
                     None => Forward::Drop(DropReason::NoRoute),

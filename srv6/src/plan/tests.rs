@@ -138,6 +138,66 @@ fn switches_forward_every_small_path_to_its_destination() {
     check_paths_forward(&p, &pairs);
 }
 
+/// The small plan with adjacency (uA) switch uSIDs.
+fn small_ua() -> Plan {
+    let text = SMALL_PLAN_TOML.replace(
+        "host_usids = \"global\"",
+        "host_usids = \"global\"\nswitch_usids = \"adjacency\"",
+    );
+    Plan::from_toml(&text, "small-ua").unwrap()
+}
+
+#[test]
+fn adjacency_paths_name_the_ports_and_reach_their_hosts() {
+    let p = small_ua();
+    assert_eq!(p.switch_mode(), SwitchMode::Adjacency);
+    assert_eq!(small().switch_mode(), SwitchMode::Node);
+    // h0 (rack 0) to h3 (rack 1): T0(0,0)'s uN, its uplink 1 (port 2 + 1), the spine's
+    // downlink to rack 1 (port 1), h3's global uSID.
+    let path = p.path(HostId(0), HostId(3), 0, 1).unwrap();
+    assert_eq!(
+        path.usids(),
+        [Usid(0x1000), Usid(0xe803), Usid(0xe801), Usid(0x8003)]
+    );
+    assert_eq!(path.da, addr("fcbb:bb00:1000:e803:e801:8003::"));
+    // The spine has no route for its uN uSID's successor: it leaves by the port the uSID
+    // names, not by a lookup (a foreign port number drops).
+    let t1 = SwitchId::t1(0, 1);
+    assert_eq!(
+        p.lookup(t1, addr("fcbb:bb00:e801:8003::")),
+        Forward::Out {
+            port: 1,
+            da: addr("fcbb:bb00:8003::")
+        }
+    );
+    assert_eq!(
+        p.lookup(t1, addr("fcbb:bb00:e805:8003::")),
+        Forward::Drop(DropReason::NoRoute)
+    );
+    // A node plan does not know adjacency uSIDs.
+    assert_eq!(
+        small().lookup(t1, addr("fcbb:bb00:e801:8003::")),
+        Forward::Drop(DropReason::NoRoute)
+    );
+    let pairs: Vec<(u32, u32)> = (0..4)
+        .flat_map(|s| (0..4).map(move |d| (s, d)))
+        .filter(|(s, d)| s != d)
+        .collect();
+    check_paths_forward(&p, &pairs);
+    let cfg = p.linux_config("t").unwrap();
+    assert!(cfg.contains(
+        "route replace fcbb:bb00:e803::/48 encap seg6local action End.X nh6 \
+         fd00:6d72:6301::1:2 flavors next-csid lblen 32 nflen 16 dev sr0"
+    ));
+    // T0(0,0)'s uplink 1 and T1(0,1)'s downlink 0 are one link: each end has its address and
+    // knows the other's.
+    assert!(cfg.contains("addr add fd00:6d72:6301::1:1/112 dev u1 nodad"));
+    assert!(cfg.contains("addr add fd00:6d72:6301::1:2/112 dev d0 nodad"));
+    assert!(cfg.contains("neigh replace fd00:6d72:6301::1:1 lladdr "));
+    assert!(cfg.contains("ip -n t-t1-1-1 -6 route show fcbb:bb00:e800::/48 | grep -q next-csid"));
+    assert!(!small().linux_config("t").unwrap().contains("End.X"));
+}
+
 #[test]
 fn max_plan_answers_a_few_paths_without_enumerating() {
     let p = Plan::from_toml(MAX, "max.toml").unwrap();
@@ -193,6 +253,12 @@ fn lookup_by_table(p: &Plan, sw: SwitchId, da: Ipv6Addr) -> Forward {
                     return Forward::Exhausted { da: c.addr() };
                 }
             }
+            Some(RouteAction::EndX(port)) => {
+                if !c.shift() {
+                    return Forward::Exhausted { da: c.addr() };
+                }
+                return Forward::Out { port, da: c.addr() };
+            }
             None => {
                 return Forward::Drop(if c.block() != p.block() {
                     DropReason::NotInBlock
@@ -213,11 +279,17 @@ proptest! {
         plane in 0u8..8, tier in any::<bool>(), index in 0u16..8,
         usids in prop::collection::vec(prop_oneof![
             0u32..0x10, 0x1000u32..0x1010, 0x1e00u32..0x1e08, 0x2000u32..0x2010, 0x8000u32..0x8004,
-            0xe000u32..0xe012, any::<u16>().prop_map(u32::from)
+            0xe000u32..0xe012, 0xe800u32..0xe812, any::<u16>().prop_map(u32::from)
         ], 0..6),
         foreign in any::<bool>(),
+        adjacency in any::<bool>(),
     ) {
-        let p = Plan::from_toml(EIGHT_PLANE, "8plane-128.toml").unwrap();
+        let text = if adjacency {
+            EIGHT_PLANE.replacen("\nhost_usids", "\nswitch_usids = \"adjacency\"\nhost_usids", 1)
+        } else {
+            EIGHT_PLANE.to_owned()
+        };
+        let p = Plan::from_toml(&text, "8plane-128.toml").unwrap();
         let sw = if tier { SwitchId::t1(plane, index) } else { SwitchId::t0(plane, index) };
         let mut bits = u128::from(if foreign { addr("fcbb:bb01::") } else { p.block() });
         for (i, u) in usids.iter().enumerate() {
@@ -438,4 +510,69 @@ fn linux_config_is_deterministic_and_complete() {
         max.linux_config("m"),
         Err(LinuxError::TooLarge { .. })
     ));
+}
+
+#[test]
+fn linux_config_splits_at_the_host_links() {
+    let p = small();
+    let hosts = LinuxPart::Hosts {
+        attach: "br".into(),
+    };
+    let switches = LinuxPart::Switches { attach: "b".into() };
+    let h = p.linux_config_part("t", &hosts).unwrap();
+    assert_eq!(h.matches("ip netns add ").count(), 4);
+    assert!(
+        !h.contains("seg6local") && !h.contains("sr0"),
+        "a hosts' side needs no kernel SRv6:\n{h}"
+    );
+    assert!(!h.contains("t-t0-"), "no switch on the hosts' side:\n{h}");
+    // Host 1's port 1 is link 3: its far end hl3 on br3.
+    assert!(h.contains(
+        "ip link add hl3 mtu 3000 type veth peer name p1 address 02:00:00:01:00:01 mtu 3000 netns t-h1\n\
+         ip link set hl3 master br3 up\n"
+    ));
+    assert_eq!(h.matches(" type veth peer name ").count(), 8);
+    assert!(h.contains("route replace fcbb:bb00:1000::/48 via fe80::2 dev p0"));
+
+    let s = p.linux_config_part("t", &switches).unwrap();
+    assert_eq!(s.matches("ip netns add ").count(), 8);
+    assert!(!s.contains("t-h"), "no host on the switches' side:\n{s}");
+    // 8 cut host links + 8 fabric links.
+    assert_eq!(s.matches(" type veth peer name ").count(), 16);
+    let t0 = NodeId::Switch(SwitchId::t0(1, 0));
+    assert!(s.contains(&format!(
+        "ip link add hl3 mtu 3000 type veth peer name d1 address {} mtu 3000 netns t-t0-1-0\n",
+        mac_of(&p, t0, 1)
+    )));
+    assert!(s.contains("encap seg6local action End flavors next-csid"));
+    assert!(!s.contains("End.DT6"));
+
+    // Each side tears down its own namespaces; every namespace is on exactly one side.
+    let down = |part| p.linux_teardown_part("t", part).unwrap();
+    assert_eq!(down(&hosts).matches("ip netns del t-h").count(), 4);
+    assert_eq!(down(&switches).matches("ip netns del t-t").count(), 8);
+    assert_eq!(
+        p.linux_routes_part("t", &switches)
+            .unwrap()
+            .matches("ip -n ")
+            .count(),
+        8
+    );
+    assert_eq!(
+        p.linux_config_part(
+            "t",
+            &LinuxPart::Hosts {
+                attach: "b r".into()
+            }
+        ),
+        Err(LinuxError::BadAttach("b r".into()))
+    );
+}
+
+fn mac_of(p: &Plan, node: NodeId, port: u16) -> String {
+    p.mac(node, port)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
