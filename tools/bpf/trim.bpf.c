@@ -14,7 +14,16 @@
 // - the outer payload length is fixed so the next kernel hop accepts the packet; the inner
 //   lengths are left alone (a switch forwards on the outer header only).
 //
-// Counters in the array map mrc_trim_st: [0] frames that matched, [1] frames trimmed.
+// The tail is cut with bpf_skb_change_tail, which refuses an skb the kernel marked
+// encapsulated: what the kernel's own SRv6 encapsulation sends (a kernel UDP socket behind an
+// `encap seg6` route; in a namespace fabric the mark crosses every veth). Those lose the bytes
+// after the kept headers another way: the kept bytes past the outer IPv6 header are saved,
+// bpf_skb_adjust_room removes (length - TRIM_SIZE) bytes right after the outer header, and the
+// saved bytes are written back, so the frame is again its first TRIM_SIZE bytes. (A checksum the
+// kernel left to the device stays pending on the trimmed frame; no veth computes it.)
+//
+// Counters in the array map mrc_trim_st: [0] frames that matched, [1] frames trimmed, [2] frames
+// that matched and could not be trimmed (dropped).
 // Parameters are compile-time (-DTRIM_EVERY=8 ...): deterministic and nothing to configure
 // after attaching. Build: clang -O2 -g -target bpf -c trim.bpf.c -o trim.bpf.o
 #include <linux/bpf.h>
@@ -45,10 +54,17 @@
 #define IPPROTO_IPV6_IN_IPV6 41
 #define STAT_MATCHED 0
 #define STAT_TRIMMED 1
+#define STAT_FAILED 2
+
+/* Bytes kept after the outer IPv6 header: saved on the stack by the second way of cutting. */
+#define KEEP_INNER (TRIM_SIZE - (int)sizeof(struct ethhdr) - (int)sizeof(struct ipv6hdr))
+#if TRIM_SIZE - 54 > 384 || TRIM_SIZE - 54 < 48
+#error "TRIM_SIZE must keep the inner IPv6 and UDP headers and fit the BPF stack (102..438)"
+#endif
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64);
 } mrc_trim_st SEC(".maps");
@@ -63,6 +79,25 @@ static __always_inline void count(__u32 which)
 
 /* Ethernet | outer IPv6 | inner IPv6 | UDP: what must be in the linear part to be read. */
 #define HEADERS (sizeof(struct ethhdr) + 2 * sizeof(struct ipv6hdr) + sizeof(struct udphdr))
+
+/* Cut the frame to its first TRIM_SIZE bytes (see the top of the file). */
+static __always_inline int cut(struct __sk_buff *skb)
+{
+	__u8 keep[KEEP_INNER];
+	const __u32 after_outer = sizeof(struct ethhdr) + sizeof(struct ipv6hdr);
+	__s32 drop = (__s32)skb->len - TRIM_SIZE;
+
+	if (!bpf_skb_change_tail(skb, TRIM_SIZE, 0))
+		return 0;
+	// An encapsulated skb: remove the bytes from the middle, then put the kept ones back.
+	if (drop <= 0 || drop > 0xfff)
+		return -1;
+	if (bpf_skb_load_bytes(skb, after_outer, keep, sizeof(keep)) ||
+	    bpf_skb_adjust_room(skb, -drop, BPF_ADJ_ROOM_NET, 0) ||
+	    bpf_skb_store_bytes(skb, after_outer, keep, sizeof(keep), 0))
+		return -1;
+	return skb->len == TRIM_SIZE ? 0 : -1;
+}
 
 SEC("tc")
 int mrc_trim(struct __sk_buff *skb)
@@ -112,10 +147,12 @@ int mrc_trim(struct __sk_buff *skb)
 	head[2] = outer->flow_lbl[1];
 	head[3] = outer->flow_lbl[2];
 	plen = bpf_htons(TRIM_SIZE - sizeof(struct ethhdr) - sizeof(struct ipv6hdr));
-	if (bpf_skb_store_bytes(skb, sizeof(struct ethhdr), head, sizeof(head), 0) ||
-	    bpf_skb_store_bytes(skb, sizeof(struct ethhdr) + 4, &plen, sizeof(plen), 0) ||
-	    bpf_skb_change_tail(skb, TRIM_SIZE, 0))
+	if (cut(skb) ||
+	    bpf_skb_store_bytes(skb, sizeof(struct ethhdr), head, sizeof(head), 0) ||
+	    bpf_skb_store_bytes(skb, sizeof(struct ethhdr) + 4, &plen, sizeof(plen), 0)) {
+		count(STAT_FAILED);
 		return TC_ACT_SHOT;
+	}
 	count(STAT_TRIMMED);
 	return TC_ACT_OK;
 }

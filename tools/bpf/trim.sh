@@ -3,7 +3,7 @@
 #
 #   tools/bpf/trim.sh build  OUT.o [EVERY [SIZE [DSCP]]]   compile (defaults 8, 256, 12)
 #   tools/bpf/trim.sh attach NS IFACE OBJ.o                clsact + egress cls_bpf (direct action)
-#   tools/bpf/trim.sh stats  NS IFACE                      "matched N trimmed M"
+#   tools/bpf/trim.sh stats  NS IFACE                      "matched N trimmed M failed F"
 #   tools/bpf/trim.sh detach NS IFACE                      remove the clsact qdisc (and the program)
 #
 # Each attach loads its own copy of the program and of its counters map, found again through
@@ -33,7 +33,7 @@ case $1 in
     map=$(bpftool prog show id "$prog" | sed -n 's/.*map_ids \([0-9]*\).*/\1/p' | head -n1)
     [ -n "$map" ] || { echo "trimmer program $prog has no map" >&2; exit 1; }
     value() { bpftool map lookup id "$map" key "$1" 0 0 0 | sed -n 's/.*"value": *\([0-9]*\).*/\1/p'; }
-    echo "matched $(value 0) trimmed $(value 1)"
+    echo "matched $(value 0) trimmed $(value 1) failed $(value 2)"
     ;;
   detach)
     [ $# -eq 3 ] || usage
