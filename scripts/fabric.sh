@@ -9,7 +9,7 @@
 #   scripts/fabric.sh mgmt     PLAN PREFIX HA HB           a management veth m0 between hosts HA and HB
 #                                                          (IPv4 192.0.2.1/30 on HA, .2 on HB: mrc-perf's TCP exchange)
 #   scripts/fabric.sh dpdkhost PLAN PREFIX HOST            hand a host's ports to a DPDK NIC (kernel IPv6 off on them)
-#   scripts/fabric.sh counters PLAN PREFIX                 "node iface rx_packets tx_packets rx_dropped tx_dropped
+#   scripts/fabric.sh counters PLAN PREFIX                 (mrc-fabric counters) "node iface rx_packets tx_packets rx_dropped tx_dropped
 #                                                          forwarded no_route" for every interface of every switch
 #                                                          (forwarded: IPv6 packets routed out of it, so neither
 #                                                          neighbour discovery nor anything the switch sent itself;
@@ -18,11 +18,16 @@
 # PLAN is a plan file or a built-in name (small). PREFIX defaults to "mrc". Paths between two
 # hosts: `mrc-fabric paths PLAN --from h0 --to h3`. The mrc-fabric binary is $MRC_FABRIC, or
 # the one on PATH, or built and run with cargo.
+#
+# up, down and routes take `--part hosts|switches --attach BR` after PREFIX: only that
+# side of the host links, each cut link's end a veth hlK on bridge BR<K> of the namespace the
+# script runs in (`mrc-fabric linux --help`; the kernel VM of docs/interop.md joins the sides).
 set -euo pipefail
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 2 ] || usage
 cmd=$1 plan=$2 prefix=${3:-mrc}
+split=("${@:4}")
 
 fabric() {
   if [ -n "${MRC_FABRIC:-}" ]; then "$MRC_FABRIC" "$@"
@@ -35,15 +40,16 @@ fabric() {
 run() { local script; script=$(fabric linux "$plan" --prefix "$prefix" "$@"); sh <<<"$script"; }
 
 case $cmd in
-  up) run ;;
-  down) run --teardown ;;
-  routes) run --routes ;;
+  up) run "${split[@]}" ;;
+  down) run --teardown "${split[@]}" ;;
+  routes) run --routes "${split[@]}" ;;
   linkdown|linkup)
     [ $# -eq 5 ] || usage
     node=$4 iface=$5
     state=${cmd#link}
     ip -n "$prefix-$node" link set "$iface" "$state"
     # IPv6 flushes the routes and neighbours of an admin-down port; put them back.
+    # (Lenient: on one side of a split fabric, the other side's namespaces are skipped.)
     if [ "$state" = up ]; then run --routes; fi
     ;;
   mgmt)
@@ -65,13 +71,7 @@ case $cmd in
     done
     ;;
   counters)
-    for ns in $(fabric linux "$plan" --prefix "$prefix" --teardown | sed -n 's/^ip netns del \([^ ]*\) .*/\1/p'); do
-      node=${ns#"$prefix"-}
-      case $node in h*) continue ;; esac
-      ip netns exec "$ns" sh -c 'for d in /sys/class/net/*; do n=${d##*/}; s=$d/statistics; v6=/proc/net/dev_snmp6/$n
-        fwd=0 nor=0; [ -r "$v6" ] && { fwd=$(sed -n "s/^Ip6OutForwDatagrams[[:space:]]*//p" "$v6"); nor=$(sed -n "s/^Ip6InNoRoutes[[:space:]]*//p" "$v6"); }
-        echo "'"$node"' $n $(cat $s/rx_packets) $(cat $s/tx_packets) $(cat $s/rx_dropped) $(cat $s/tx_dropped) $fwd $nor"; done'
-    done
+    fabric counters "$plan" --prefix "$prefix"
     ;;
   *) usage ;;
 esac

@@ -31,7 +31,13 @@ use mrc_tests::DpdkRuntimeDirs;
 const PLAN: &str = "small";
 /// The server's address on the management veth (`fabric.sh mgmt`).
 const SERVER_MGMT: &str = "192.0.2.2";
+/// How long a run may take on real hardware ([`limit`] scales it).
 const LIMIT: Duration = Duration::from_mins(1);
+
+/// [`LIMIT`], longer when the switches run emulated (in the kernel VM).
+fn limit() -> Duration {
+    harness::deadline(LIMIT)
+}
 
 /// `Some` if every prerequisite is there (else skipped, or failed under MRC_REQUIRE_ALL=1):
 /// the fabric's and a C compiler with libibverbs-dev's header.
@@ -153,8 +159,8 @@ fn run(test: &str, spine: Option<usize>) {
     let before = f.counters();
     // The default TCP port: each host namespace has its own.
     let mut server_proc = start(&s, &sp, &server_extra, "server");
-    if !server_proc.wait_for(bench::SERVER_READY, LIMIT) {
-        let out = server_proc.finish(LIMIT);
+    if !server_proc.wait_for(bench::SERVER_READY, limit()) {
+        let out = server_proc.finish(limit());
         if bench::no_dpdk(&out) {
             return skip(
                 test,
@@ -164,9 +170,9 @@ fn run(test: &str, spine: Option<usize>) {
         panic!("{}", bench::shown("server", &out));
     }
     let mut client_proc = start(&c, &cp, &client_extra, "client");
-    let out_c = client_proc.finish(LIMIT);
+    let out_c = client_proc.finish(limit());
     assert!(out_c.status.success(), "{}", bench::shown("client", &out_c));
-    let out_s = server_proc.finish(LIMIT);
+    let out_s = server_proc.finish(limit());
     let sizes = bench::sweep(64, 1 << 20, 16);
     bench::assert_run(&out_c, &out_s, &sizes, (iters, warmup), true);
     let rows = mrc_tests::text(&out_c).0;

@@ -36,6 +36,7 @@ use harness::{
 };
 use mrc_srv6::plan::{HostId, NodeId, Path, Plan, SwitchId};
 use mrc_srv6::wire::UsidContainer;
+use mrc_tests::trimmer::{Stats, Trimmer};
 use serde_json::Value;
 
 const TEST: &str = "kernel_interop";
@@ -44,7 +45,13 @@ const PLAN: &str = "small";
 const PORT: &str = "18515";
 /// The server's address on the management veth (`fabric.sh mgmt`).
 const SERVER_MGMT: &str = "192.0.2.2";
+/// How long a run or a wait may take on real hardware ([`limit`] scales it).
 const LIMIT: Duration = Duration::from_mins(1);
+
+/// [`LIMIT`], longer when the switches run emulated (in the kernel VM).
+fn limit() -> Duration {
+    harness::deadline(LIMIT)
+}
 /// The trimmer's period: every 8th trimmable data packet through its port.
 const TRIM_EVERY: u64 = 8;
 /// The client's `mrc-perf --metrics` port, on the loopback of its namespace.
@@ -174,6 +181,7 @@ fn start_pair(f: &Fabric, ends: &Ends, args: &[&str]) -> (Perf, Perf) {
         .collect();
         v.push("--eal".into());
         v.push(eal(file_prefix, planes));
+        v.extend(harness::pacing().iter().map(|s| (*s).to_owned()));
         v.extend(args.iter().map(|s| (*s).to_owned()));
         v
     };
@@ -381,11 +389,12 @@ impl PathCaptures {
                 let mac = ends.plan.mac(h.node, h.egress_port);
                 let mac: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
                 Capture::start(
+                    f,
                     &f.ns(&h.node.to_string()),
                     &ends.plan.ifname(h.node, h.egress_port),
                     &format!("ether src {} and ip6 proto 41", mac.join(":")),
                     400,
-                    LIMIT,
+                    limit(),
                 )
             })
             .collect();
@@ -453,8 +462,8 @@ fn write_bw_through_kernel_srv6_fabric() {
     let (s, n) = (size.to_string(), iters.to_string());
     let before = f.counters();
     let (mut server, mut client) = start_pair(&f, &ends, &["--check", "-s", &s, "-n", &n]);
-    let (_, c) = client.finish(LIMIT, "client");
-    let (_, sv) = server.finish(LIMIT, "server");
+    let (_, c) = client.finish(limit(), "client");
+    let (_, sv) = server.finish(limit(), "server");
     let after = f.counters();
     assert_delivered(&c, &sv, size, Some(iters));
     assert_paths(&ends, &c, &before, &after);
@@ -471,7 +480,7 @@ fn wait_counter(
     of: fn(&IfCounters) -> u64,
     more: u64,
 ) -> Counters {
-    let until = Instant::now() + LIMIT;
+    let until = Instant::now() + limit();
     loop {
         let now = f.counters();
         if delta(from, &now, node, iface, of) >= more {
@@ -494,7 +503,7 @@ fn wait_metric(ns: &str, name: &str, plane: &str, at_least: f64) -> f64 {
          localhost\\r\\n\\r\\n' >&3 && cat <&3"
     );
     let series = format!("plane=\"{plane}\"");
-    let until = Instant::now() + LIMIT;
+    let until = Instant::now() + limit();
     loop {
         let out = std::process::Command::new("ip")
             .args(["netns", "exec", ns, "bash", "-c", &script])
@@ -533,10 +542,14 @@ fn a_spine_link_fails_mid_run_and_comes_back() {
     let s = size.to_string();
     let start = f.counters();
     let metrics = format!("127.0.0.1:{METRICS_PORT}");
+    // Long enough for what follows to happen during the run.
+    let secs = mrc_tests::kernel::run_length(Duration::from_secs(8))
+        .as_secs()
+        .to_string();
     let (mut server, mut client) = start_pair(
         &f,
         &ends,
-        &["--check", "-s", &s, "-D", "8", "--metrics", &metrics],
+        &["--check", "-s", &s, "-D", &secs, "--metrics", &metrics],
     );
     // Traffic flows through the spine, then its link from the client's T0 dies until the T0
     // has blackholed what the client sent that way and the client retired EVs of that plane
@@ -558,8 +571,8 @@ fn a_spine_link_fails_mid_run_and_comes_back() {
     // ... and carries traffic again: its EVs were probed back.
     let restored = f.counters();
     wait_counter(&f, &t1, &t1_down, &restored, |c| c.forwarded, 1000);
-    let (_, c) = client.finish(LIMIT, "client");
-    let (_, sv) = server.finish(LIMIT, "server");
+    let (_, c) = client.finish(limit(), "client");
+    let (_, sv) = server.finish(limit(), "server");
     let end = f.counters();
     assert_delivered(&c, &sv, size, None);
 
@@ -607,69 +620,6 @@ fn a_spine_link_fails_mid_run_and_comes_back() {
     }
 }
 
-/// The trimmer compiled and attached to `ns iface` for the test; detached when dropped.
-struct Trimmer {
-    script: std::path::PathBuf,
-    obj: std::path::PathBuf,
-    ns: String,
-    iface: String,
-}
-
-impl Trimmer {
-    fn attach(ns: &str, iface: &str) -> Self {
-        let script = harness::workspace().join("tools/bpf/trim.sh");
-        let obj = std::env::temp_dir().join(format!("{}.o", unique("mrc-trim")));
-        let t = Self {
-            script,
-            obj,
-            ns: ns.to_owned(),
-            iface: iface.to_owned(),
-        };
-        t.run(&[
-            "build",
-            t.obj.to_str().expect("utf-8"),
-            &TRIM_EVERY.to_string(),
-        ]);
-        t.run(&["attach", ns, iface, t.obj.to_str().expect("utf-8")]);
-        t
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("bash")
-            .arg(&self.script)
-            .args(args)
-            .output()
-            .expect("trim.sh");
-        assert!(
-            out.status.success(),
-            "trim.sh {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// (frames that matched, frames trimmed).
-    fn stats(&self) -> (u64, u64) {
-        let out = self.run(&["stats", &self.ns, &self.iface]);
-        let w: Vec<&str> = out.split_whitespace().collect();
-        match w.as_slice() {
-            ["matched", m, "trimmed", t] => (m.parse().expect("n"), t.parse().expect("n")),
-            _ => panic!("trim.sh stats: {out:?}"),
-        }
-    }
-}
-
-impl Drop for Trimmer {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("bash")
-            .arg(&self.script)
-            .args(["detach", &self.ns, &self.iface])
-            .output();
-        let _ = std::fs::remove_file(&self.obj);
-    }
-}
-
 #[test]
 fn a_spine_trims_and_the_client_resends_the_trimmed_packets() {
     let _one = serial();
@@ -680,14 +630,24 @@ fn a_spine_trims_and_the_client_resends_the_trimmed_packets() {
     let ends = Ends::new();
     let f = fabric(&tools, &ends, "kt");
     let (t1, t1_down) = ends.spine_downlink(0, 0);
-    let trimmer = Trimmer::attach(&f.ns(&t1), &t1_down);
+    let trimmer = Trimmer::attach(
+        Box::new(|argv: &[&str]| f.try_on_switches(argv, &[])),
+        &f.scratch(),
+        TRIM_EVERY,
+        &f.ns(&t1),
+        &t1_down,
+    );
     let (size, iters) = (65_536_u64, 200_u64);
     let (s, n) = (size.to_string(), iters.to_string());
     let (mut server, mut client) = start_pair(&f, &ends, &["--check", "-s", &s, "-n", &n]);
-    let (_, c) = client.finish(LIMIT, "client");
-    let (_, sv) = server.finish(LIMIT, "server");
+    let (_, c) = client.finish(limit(), "client");
+    let (_, sv) = server.finish(limit(), "server");
     assert_delivered(&c, &sv, size, Some(iters));
-    let (matched, trimmed) = trimmer.stats();
+    let Stats {
+        matched,
+        trimmed,
+        failed,
+    } = trimmer.stats();
     let arrived = sum(&qps_of(&sv, 1), "trimmed_received");
     let qps = qps_of(&c, 0);
     let (nacks, resent) = (sum(&qps, "nacks_received"), sum(&qps, "retransmits.trim"));
@@ -700,6 +660,7 @@ fn a_spine_trims_and_the_client_resends_the_trimmed_packets() {
         matched / TRIM_EVERY,
         "the trimmer's own arithmetic"
     );
+    assert_eq!(failed, 0, "frames the trimmer could not trim");
     assert!(trimmed > 0, "nothing trimmed");
     // The trimmed headers reached the server (at most what was trimmed: a loaded kernel fabric
     // may still drop one), each NACK the client got named a packet in flight and was answered

@@ -2,35 +2,56 @@
 //! `mrc-fabric`, `mrc-perf`), the fabric of network namespaces as a guard that tears it down
 //! on every exit path, the switches' interface counters, and `mrc-perf` processes inside the
 //! host namespaces.
+//!
+//! The switches run in this machine's kernel when it has SRv6, else in the kernel VM
+//! (`mrc_tests::kernel`): then the hosts' namespaces (and their DPDK ports) stay here, the
+//! switches' are in the guest, and each host link crosses a TAP between the two
+//! (`mrc-fabric linux --part`); every command on a switch goes to the guest.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use mrc_tests::kernel::{self, Feature, Kernel};
+use mrc_tests::vm::{self, Vm};
 use mrc_tests::{DpdkRuntimeDirs, Proc, text};
 use serde_json::Value;
 
 pub use mrc_tests::{runs, skip, unique};
 
-/// The workspace root.
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
+/// A deadline for what crosses the kernel fabric: `base` on real hardware, longer when its
+/// switches run emulated (`mrc_tests::kernel::deadline`).
+pub fn deadline(base: Duration) -> Duration {
+    kernel::deadline(base)
 }
 
-/// The binaries of mrc-apps, in this test's target directory.
+pub use mrc_tests::workspace;
+
+/// mrc-perf's pacing where the switches run emulated: 40 Mb/s per QP, about a third of what one
+/// emulated CPU forwards through the small plan (~7 000 frames/s both ways), so the guest
+/// keeps time for the test's own commands (a read of every switch's counters) and its queues
+/// stay short; none on real hardware.
+pub fn pacing() -> &'static [&'static str] {
+    if kernel::emulated() {
+        &["--rate_limit", "40", "--rate_units", "M"]
+    } else {
+        &[]
+    }
+}
+
+/// The binaries of mrc-apps, in this test's target directory, and the kernel the switches
+/// run in.
 #[derive(Debug, Clone)]
 pub struct Tools {
     pub fabric_sh: PathBuf,
     pub mrc_fabric: PathBuf,
     pub mrc_perf: PathBuf,
+    pub switches: Kernel,
 }
 
 impl Tools {
-    pub fn find() -> Result<Self, String> {
+    pub fn find(switches: Kernel) -> Result<Self, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         // target/<profile>/deps/kernel_interop-… → target/<profile>/
         let dir = exe
@@ -65,6 +86,7 @@ impl Tools {
             fabric_sh: workspace().join("scripts/fabric.sh"),
             mrc_fabric: fabric,
             mrc_perf: perf,
+            switches,
         })
     }
 }
@@ -102,9 +124,9 @@ pub type Counters = HashMap<(String, String), IfCounters>;
 /// A check of what a fabric test needs: why it is missing, and a command that must run.
 pub type Check<'a> = (&'a str, &'a str, &'a [&'a str]);
 
-/// `Some` if root, iproute2 with netns, bash, then every one of `extra`, and the tools are
-/// there (else skipped, or failed under MRC_REQUIRE_ALL=1), and the kernel has SRv6 (else
-/// skipped whatever MRC_REQUIRE_ALL says: no package brings it).
+/// `Some` if root, iproute2 with netns, bash, then every one of `extra`, the tools, and a
+/// kernel with SRv6 for the switches (this one, or the VM's) are there; else skipped, or
+/// failed under MRC_REQUIRE_ALL=1.
 pub fn prerequisites(test: &str, extra: &[Check<'_>]) -> Option<Tools> {
     let base: [Check<'_>; 3] = [
         ("needs root", "sh", &["-c", "test \"$(id -u)\" -eq 0"]),
@@ -121,10 +143,8 @@ pub fn prerequisites(test: &str, extra: &[Check<'_>]) -> Option<Tools> {
             return None;
         }
     }
-    if !mrc_tests::has_kernel_srv6(test) {
-        return None;
-    }
-    match Tools::find() {
+    let switches = kernel::kernel_for(test, Feature::Srv6)?;
+    match Tools::find(switches) {
         Ok(t) => Some(t),
         Err(e) => {
             skip(test, &e);
@@ -141,6 +161,11 @@ pub struct Fabric {
     pub prefix: String,
 }
 
+/// The bridges a split fabric's host links join: `br<K>` in the VM's namespace here, `b<K>` in
+/// the guest (`scripts/kernel-vm.sh`, `tests/vm/agent.py`).
+const HOST_SIDE: [&str; 4] = ["--part", "hosts", "--attach", "br"];
+const SWITCH_SIDE: [&str; 4] = ["--part", "switches", "--attach", "b"];
+
 impl Fabric {
     pub fn up(tools: &Tools, plan: &str, prefix: &str) -> Self {
         let f = Self {
@@ -148,22 +173,129 @@ impl Fabric {
             plan: plan.to_owned(),
             prefix: prefix.to_owned(),
         };
+        if let Kernel::Vm(_) = tools.switches {
+            let plan = mrc_srv6::plan::Plan::load_or_builtin(plan).expect("the plan loads");
+            let links = plan.host_count() * u32::from(plan.planes());
+            assert!(
+                links <= vm::LINKS,
+                "plan {} has {links} host links; the kernel VM has {}",
+                plan.name(),
+                vm::LINKS
+            );
+        }
         // The guard exists before the first namespace does: a half-built fabric goes too.
         f.script(&["up"]);
         f
     }
 
-    /// `scripts/fabric.sh CMD PLAN PREFIX ARGS...`, which must succeed; its stdout.
+    /// `scripts/fabric.sh CMD PLAN PREFIX ARGS...`, which must succeed; its stdout. With the
+    /// switches in the VM: `up` and `down` build or remove both sides, `mgmt` and `dpdkhost`
+    /// run here (hosts), the rest in the guest (switches).
     pub fn script(&self, args: &[&str]) -> String {
         let (cmd, rest) = args.split_first().expect("a command");
-        output_ok(
-            Command::new("bash")
-                .arg(&self.tools.fabric_sh)
-                .args([*cmd, &self.plan, &self.prefix])
-                .args(rest)
-                .env("MRC_FABRIC", &self.tools.mrc_fabric),
-            &format!("fabric.sh {}", args.join(" ")),
-        )
+        let Kernel::Vm(vm) = self.tools.switches else {
+            return self.script_here(None, cmd, rest);
+        };
+        match *cmd {
+            "up" | "down" | "routes" => {
+                let mut out = self.script_here(Some(vm), cmd, &HOST_SIDE);
+                out += &self.script_in_guest(vm, cmd, &SWITCH_SIDE);
+                out
+            }
+            "counters" => self.script_in_guest(vm, cmd, &[]),
+            "mgmt" | "dpdkhost" => self.script_here(None, cmd, rest),
+            _ => self.script_in_guest(vm, cmd, rest),
+        }
+    }
+
+    fn fabric_sh(&self, cmd: &str, rest: &[&str]) -> Vec<String> {
+        let mut argv = vec![
+            "bash".to_owned(),
+            self.tools.fabric_sh.to_string_lossy().into_owned(),
+            cmd.to_owned(),
+            self.plan.clone(),
+            self.prefix.clone(),
+        ];
+        argv.extend(rest.iter().map(|a| (*a).to_owned()));
+        argv
+    }
+
+    /// fabric.sh here; `in_vm_ns`: in the VM's network namespace (where its bridges are).
+    fn script_here(&self, in_vm_ns: Option<&Vm>, cmd: &str, rest: &[&str]) -> String {
+        let argv = self.fabric_sh(cmd, rest);
+        let mut c = if let Some(vm) = in_vm_ns {
+            let mut c = Command::new("nsenter");
+            c.arg(format!("--net={}", vm.netns().expect("the VM runs")));
+            c.args(&argv);
+            c
+        } else {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        };
+        c.env("MRC_FABRIC", &self.tools.mrc_fabric);
+        let what = format!("fabric.sh {cmd} {}", rest.join(" "));
+        if cmd == "down" {
+            // Teardown never fails a test (it also runs on the way out of a failed one).
+            let _ = c.stdout(Stdio::null()).status();
+            return String::new();
+        }
+        output_ok(&mut c, &what)
+    }
+
+    fn script_in_guest(&self, vm: &Vm, cmd: &str, rest: &[&str]) -> String {
+        let argv = self.fabric_sh(cmd, rest);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let fabric = self.tools.mrc_fabric.to_string_lossy();
+        let out = vm.run(
+            &argv,
+            &[("MRC_FABRIC", &fabric)],
+            None,
+            deadline(Duration::from_mins(1)),
+        );
+        let what = format!("fabric.sh {cmd} {} (in the kernel VM)", rest.join(" "));
+        match out {
+            Ok(o) if o.success() || cmd == "down" => o.stdout,
+            Ok(o) => panic!("{what}: {:?}\n{}", o.rc, o.stderr),
+            Err(e) if cmd == "down" => {
+                eprintln!("{what}: {e}");
+                String::new()
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+
+    /// Runs `argv` where the switches are (here, or in the guest), with `env`: its stdout, or
+    /// why it failed.
+    pub fn try_on_switches(&self, argv: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
+        let (rc, stdout, stderr) = match self.tools.switches {
+            Kernel::Here => {
+                let o = Command::new(argv[0])
+                    .args(&argv[1..])
+                    .envs(env.iter().copied())
+                    .output()
+                    .map_err(|e| e.to_string())?;
+                let (so, se) = text(&o);
+                (o.status.code(), so, se)
+            }
+            Kernel::Vm(vm) => {
+                let o = vm.run(argv, env, None, deadline(Duration::from_mins(1)))?;
+                (o.rc, o.stdout, o.stderr)
+            }
+        };
+        if rc == Some(0) {
+            Ok(stdout)
+        } else {
+            Err(format!("exit status {rc:?}: {stderr}"))
+        }
+    }
+
+    /// A directory for files both this process and the switches' side read and write.
+    pub fn scratch(&self) -> PathBuf {
+        match self.tools.switches {
+            Kernel::Here => std::env::temp_dir(),
+            Kernel::Vm(vm) => vm.share().to_path_buf(),
+        }
     }
 
     pub fn ns(&self, node: &str) -> String {
@@ -194,12 +326,7 @@ impl Fabric {
 
 impl Drop for Fabric {
     fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(&self.tools.fabric_sh)
-            .args(["down", &self.plan, &self.prefix])
-            .env("MRC_FABRIC", &self.tools.mrc_fabric)
-            .stdout(Stdio::null())
-            .status();
+        self.script(&["down"]);
     }
 }
 
@@ -295,33 +422,68 @@ impl Drop for Perf {
     }
 }
 
-/// A `dumpcap` capture on one interface of one namespace, into a pcapng file removed on drop.
+/// A `dumpcap` capture on one interface of one switch's namespace (here, or in the guest),
+/// into a pcapng file removed on drop.
 #[derive(Debug)]
 pub struct Capture {
-    child: Option<Child>,
+    running: Option<Running>,
     pub file: PathBuf,
     pub what: String,
+}
+
+#[derive(Debug)]
+enum Running {
+    Here(Child),
+    Guest(&'static Vm, u64),
 }
 
 impl Capture {
     /// Starts capturing `filter` (a capture filter) on `iface` in `ns`, at most `count` packets
     /// or `limit`; returns once dumpcap writes its file (packets sent after that are seen).
-    pub fn start(ns: &str, iface: &str, filter: &str, count: u32, limit: Duration) -> Self {
-        let file =
-            std::env::temp_dir().join(format!("{}.pcapng", unique(&format!("{ns}-{iface}-"))));
-        let mut child = Command::new("ip")
-            .args([
-                "netns", "exec", ns, "dumpcap", "-q", "-i", iface, "-f", filter,
-            ])
-            .args(["-c", &count.to_string()])
-            .args(["-a", &format!("duration:{}", limit.as_secs().max(1))])
-            .arg("-w")
-            .arg(&file)
+    pub fn start(
+        f: &Fabric,
+        ns: &str,
+        iface: &str,
+        filter: &str,
+        count: u32,
+        limit: Duration,
+    ) -> Self {
+        let file = f
+            .scratch()
+            .join(format!("{}.pcapng", unique(&format!("{ns}-{iface}-"))));
+        let what = format!("{ns} {iface}");
+        let (count, secs) = (
+            count.to_string(),
+            format!("duration:{}", limit.as_secs().max(1)),
+        );
+        let file_s = file.to_string_lossy().into_owned();
+        let argv = [
+            "ip", "netns", "exec", ns, "dumpcap", "-q", "-i", iface, "-f", filter, "-c", &count,
+            "-a", &secs, "-w", &file_s,
+        ];
+        let running = match f.tools.switches {
+            Kernel::Here => Running::Here(Self::start_here(&argv, &what)),
+            Kernel::Vm(vm) => {
+                let h = vm
+                    .spawn(&argv, &[], "File:", deadline(Duration::from_secs(30)))
+                    .unwrap_or_else(|e| panic!("dumpcap on {what} did not start: {e}"));
+                Running::Guest(vm, h)
+            }
+        };
+        Self {
+            running: Some(running),
+            file,
+            what,
+        }
+    }
+
+    fn start_here(argv: &[&str], what: &str) -> Child {
+        let mut child = Command::new(argv[0])
+            .args(&argv[1..])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("dumpcap starts");
-        let what = format!("{ns} {iface}");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -340,22 +502,32 @@ impl Capture {
             let _ = tx.send(Err(said.join("\n")));
         });
         match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => child,
             Ok(Err(said)) => panic!("dumpcap on {what} did not start: {said}"),
             Err(e) => panic!("dumpcap on {what} did not start in 30 s: {e}"),
-        }
-        Self {
-            child: Some(child),
-            file,
-            what,
         }
     }
 
     /// Waits for dumpcap to stop (its count or its time limit), then its file.
     pub fn finish(&mut self) -> &Path {
-        if let Some(mut c) = self.child.take() {
-            let status = c.wait().expect("dumpcap");
-            assert!(status.success(), "dumpcap on {}: {status}", self.what);
+        match self.running.take() {
+            Some(Running::Here(mut c)) => {
+                let status = c.wait().expect("dumpcap");
+                assert!(status.success(), "dumpcap on {}: {status}", self.what);
+            }
+            Some(Running::Guest(vm, h)) => {
+                let o = vm
+                    .wait(h, deadline(Duration::from_secs(90)))
+                    .unwrap_or_else(|e| panic!("dumpcap on {}: {e}", self.what));
+                assert!(
+                    o.success(),
+                    "dumpcap on {}: {:?} {}",
+                    self.what,
+                    o.rc,
+                    o.stderr
+                );
+            }
+            None => {}
         }
         &self.file
     }
@@ -363,9 +535,15 @@ impl Capture {
 
 impl Drop for Capture {
     fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
+        match self.running.take() {
+            Some(Running::Here(mut c)) => {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            Some(Running::Guest(vm, h)) => {
+                let _ = vm.kill(h);
+            }
+            None => {}
         }
         let _ = std::fs::remove_file(&self.file);
     }

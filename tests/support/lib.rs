@@ -2,71 +2,24 @@
 //! processes needs (prerequisites that skip or fail, unique names, free ports, a child
 //! process killed if the test ends first, DPDK runtime directories removed).
 
+pub mod kernel;
 pub mod prometheus;
+pub mod trimmer;
+pub mod vm;
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 // The skip rule (skip, or fail under `MRC_REQUIRE_ALL=1`; recorded for scripts/test.sh).
 pub use mrc_skip::{is_root, require_all, runs, skip, skip_lacking};
 
-/// `true` if the kernel can run SRv6 ([`kernel_srv6_lacking`]); otherwise `test` is skipped
-/// ([`skip_lacking`]: whatever `MRC_REQUIRE_ALL` says, no package brings a kernel feature).
-pub fn has_kernel_srv6(test: &str) -> bool {
-    match kernel_srv6_lacking() {
-        Some(what) => {
-            skip_lacking(test, what);
-            false
-        }
-        None => true,
-    }
-}
-
-/// What this machine lacks to run the Linux kernel's SRv6 (the kernel-switch tests' uN/uA
-/// switches and encapsulating hosts), `None` when it has it or cannot tell (not root, no
-/// iproute2: the tests' own checks say so). Probed once per test binary, in a namespace of its
-/// own that is deleted at once: an `encap seg6` route, which a kernel built without
-/// CONFIG_IPV6_SEG6_LWTUNNEL refuses ("lwt encapsulation type not supported").
-pub fn kernel_srv6_lacking() -> Option<&'static str> {
-    static LACKING: OnceLock<Option<String>> = OnceLock::new();
-    LACKING
-        .get_or_init(|| {
-            let ns = unique("mrcseg6");
-            if !is_root() || !runs("ip", &["netns", "add", &ns]) {
-                return None;
-            }
-            let up = runs("ip", &["-n", &ns, "link", "set", "lo", "up"]);
-            let route = Command::new("ip")
-                .args([
-                    "-n",
-                    &ns,
-                    "-6",
-                    "route",
-                    "add",
-                    "fc00:5e6::/64",
-                    "encap",
-                    "seg6",
-                ])
-                .args(["mode", "encap", "segs", "fc00::1", "dev", "lo"])
-                .stdin(Stdio::null())
-                .output();
-            let _ = runs("ip", &["netns", "del", &ns]);
-            let out = route.ok().filter(|_| up)?;
-            let err = String::from_utf8_lossy(&out.stderr);
-            if out.status.success() || !err.contains("not supported") {
-                return None;
-            }
-            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-            Some(format!(
-                "SRv6 in its kernel ({} says \"{}\"): the kernel-switch tests need a kernel built \
-                 with CONFIG_IPV6_SEG6_LWTUNNEL, as Debian's are",
-                release.trim(),
-                err.trim()
-            ))
-        })
-        .as_deref()
+/// The workspace root.
+pub fn workspace() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
 }
 
 /// A name no other run uses (namespace prefixes, DPDK file prefixes, memif sockets).
