@@ -16,7 +16,7 @@
 #   scripts/kernel-vm.sh shell                      an interactive shell in the VM (needs root)
 #
 # Settings: MRC_VM_KERNEL (a vmlinux or vmlinuz; default the newest /opt/mrc-vm/vmlinux-6.12*,
-# else /boot/vmlinuz-6.12*), MRC_VM_CPUS (1), MRC_VM_MEMORY (768M), MRC_VM_KVM=1 (use /dev/kvm;
+# else /boot/vmlinuz-6.12*), MRC_VM_CPUS (2), MRC_VM_MEMORY (768M), MRC_VM_KVM=1 (use /dev/kvm;
 # default off: the machines' nested KVM cannot run a stock kernel). scripts/install-deps.sh
 # installs QEMU, the kernel, busybox and virtme-ng (in /opt/mrc-vm/venv) as root.
 set -euo pipefail
@@ -61,7 +61,7 @@ vng_args() {
   mods=$mods,irqbypass,ahci,libahci,libata,scsi_mod,scsi_common,psmouse,evdev,serio_raw,pcspkr
   mods=$mods,i2c_i801,i2c_smbus,lpc_ich,button,crct10dif_pclmul,crc32_pclmul,ghash_clmulni_intel
   mods=$mods,sha512_ssse3,sha256_ssse3,sha1_ssse3,aesni_intel,gf128mul,crypto_simd,cryptd
-  VNG=(vng --run "$(kernel)" --cpus "${MRC_VM_CPUS:-1}" --memory "${MRC_VM_MEMORY:-768M}"
+  VNG=(vng --run "$(kernel)" --cpus "${MRC_VM_CPUS:-2}" --memory "${MRC_VM_MEMORY:-768M}"
     --append "modprobe.blacklist=$mods")
   [ "${MRC_VM_KVM:-0}" = 1 ] || VNG+=(--disable-kvm)
 }

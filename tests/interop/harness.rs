@@ -159,6 +159,9 @@ pub struct Fabric {
     pub tools: Tools,
     pub plan: String,
     pub prefix: String,
+    /// With the switches in the VM: its host links, this fabric's until dropped (after the
+    /// teardown: fields drop after `Drop::drop`).
+    _links: Option<std::sync::MutexGuard<'static, ()>>,
 }
 
 /// The bridges a split fabric's host links join: `br<K>` in the VM's namespace here, `b<K>` in
@@ -168,10 +171,15 @@ const SWITCH_SIDE: [&str; 4] = ["--part", "switches", "--attach", "b"];
 
 impl Fabric {
     pub fn up(tools: &Tools, plan: &str, prefix: &str) -> Self {
+        let links = match tools.switches {
+            Kernel::Vm(vm) => Some(vm.host_links()),
+            Kernel::Here => None,
+        };
         let f = Self {
             tools: tools.clone(),
             plan: plan.to_owned(),
             prefix: prefix.to_owned(),
+            _links: links,
         };
         if let Kernel::Vm(_) = tools.switches {
             let plan = mrc_srv6::plan::Plan::load_or_builtin(plan).expect("the plan loads");

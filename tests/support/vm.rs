@@ -65,6 +65,8 @@ pub struct Vm {
     boot: Mutex<Child>,
     said: Said,
     share: PathBuf,
+    /// Held by the one fabric at a time whose host links the VM carries.
+    links: Mutex<()>,
     /// The guest's kernel release.
     pub kernel: String,
 }
@@ -78,18 +80,29 @@ impl Vm {
         VM.get_or_init(Self::boot).as_ref().map_err(Clone::clone)
     }
 
-    fn boot() -> Result<Self, String> {
+    /// Why the VM cannot start here (`scripts/kernel-vm.sh check`, with `env` added), in one
+    /// line; `None` if it can.
+    pub fn cannot_start(env: &[(&str, &str)]) -> Option<String> {
         let script = crate::workspace().join("scripts/kernel-vm.sh");
         let check = Command::new("bash")
             .arg(&script)
             .arg("check")
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if !check.status.success() {
-            return Err(format!(
+            .envs(env.iter().copied())
+            .output();
+        match check {
+            Err(e) => Some(format!("cannot run {}: {e}", script.display())),
+            Ok(o) if o.status.success() => None,
+            Ok(o) => Some(format!(
                 "the kernel VM cannot start: {}",
-                String::from_utf8_lossy(&check.stdout).trim()
-            ));
+                String::from_utf8_lossy(&o.stdout).trim()
+            )),
+        }
+    }
+
+    fn boot() -> Result<Self, String> {
+        let script = crate::workspace().join("scripts/kernel-vm.sh");
+        if let Some(why) = Self::cannot_start(&[]) {
+            return Err(why);
         }
         let dir = std::env::temp_dir().join(crate::unique("mrc-vm-"));
         let share = dir.join("share");
@@ -207,6 +220,7 @@ impl Vm {
             boot: Mutex::new(child),
             said,
             share,
+            links: Mutex::new(()),
             kernel,
         })
     }
@@ -309,6 +323,14 @@ impl Vm {
         Ok(GuestOutput::from(&answer))
     }
 
+    /// The VM's host links, for one fabric at a time: held while a fabric uses them (tests of
+    /// one binary that build fabrics at once take turns).
+    pub fn host_links(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.links
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// A directory both sides read and write, at the same path.
     pub fn share(&self) -> &Path {
         &self.share
@@ -335,4 +357,18 @@ fn said_of(said: &Said) -> String {
     std::thread::sleep(Duration::from_millis(100));
     said.lock()
         .map_or_else(|e| e.to_string(), |s| s.join(" / "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vm_that_cannot_start_says_what_is_missing_in_one_line() {
+        let why = Vm::cannot_start(&[("MRC_VM_KERNEL", "/nonexistent/vmlinux")])
+            .expect("no kernel image: the VM cannot start");
+        assert!(why.starts_with("the kernel VM cannot start: no "), "{why}");
+        assert_eq!(why.lines().count(), 1, "{why}");
+        assert!(why.contains("install"), "says what to do: {why}");
+    }
 }
