@@ -542,10 +542,9 @@ fn a_spine_link_fails_mid_run_and_comes_back() {
     let s = size.to_string();
     let start = f.counters();
     let metrics = format!("127.0.0.1:{METRICS_PORT}");
-    // Long enough for what follows to happen during the run.
-    let secs = mrc_tests::kernel::run_length(Duration::from_secs(8))
-        .as_secs()
-        .to_string();
+    // Longer than anything below may take: the test ends the run (SIGINT, the client then
+    // reports what ran) once the spine carries traffic again.
+    let secs = limit().as_secs().to_string();
     let (mut server, mut client) = start_pair(
         &f,
         &ends,
@@ -571,6 +570,7 @@ fn a_spine_link_fails_mid_run_and_comes_back() {
     // ... and carries traffic again: its EVs were probed back.
     let restored = f.counters();
     wait_counter(&f, &t1, &t1_down, &restored, |c| c.forwarded, 1000);
+    client.interrupt();
     let (_, c) = client.finish(limit(), "client");
     let (_, sv) = server.finish(limit(), "server");
     let end = f.counters();

@@ -72,3 +72,79 @@ fn mem_write_lat_measures_round_trips() {
     );
     assert!(min > 0.0 && min <= typ * 1.001 && typ <= max * 1.001, "{r}");
 }
+
+/// Starts `mrc-perf ARGS --backend mem --no-live --out_json_file JSON`, its output captured.
+fn spawn_caught(args: &[&str], json: &std::path::Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_mrc-perf"))
+        .args(args)
+        .args(["--backend", "mem", "--no-live", "--out_json_file"])
+        .arg(json)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mrc-perf starts")
+}
+
+/// Whether process `pid` has its own handler for SIGINT (signal 2: bit 1 of `SigCgt`).
+fn catches_sigint(pid: u32) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mask = status.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
+    let mask = u64::from_str_radix(mask.trim(), 16).ok()?;
+    Some(mask & (1 << 1) != 0)
+}
+
+fn sigint(pid: u32) {
+    let ok = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("kill runs")
+        .success();
+    assert!(ok, "kill -INT {pid}");
+}
+
+#[test]
+fn ctrl_c_ends_a_timed_run_with_its_report() {
+    let json = json_path("sigint");
+    // Ten minutes: the signal, not the clock, ends it.
+    let mut child = spawn_caught(&["write_bw", "-D", "600", "-s", "4096", "--check"], &json);
+    // Before the handlers are in, SIGINT would kill it: wait for them (they come first).
+    while catches_sigint(child.id()) != Some(true) {
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "mrc-perf exited before it could be interrupted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    sigint(child.id());
+    let out = child.wait_with_output().expect("mrc-perf ends");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    assert!(
+        stderr.contains("mrc-perf: interrupted: the run ended early"),
+        "{stderr}"
+    );
+    // The report covers what ran, checked byte by byte: perftest's row, the JSON.
+    assert!(stdout.contains(" #bytes     #iterations"), "{stdout}");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written")).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let elapsed = doc["results"]["elapsed_ns"].as_u64().expect("elapsed_ns");
+    assert!(elapsed < 600_000_000_000, "ran its whole duration: {doc}");
+    assert_eq!(doc["check"]["bytes_wrong"], 0, "{doc}");
+    assert!(doc["error"].is_null(), "{doc}");
+}
+
+#[test]
+fn a_counted_run_keeps_the_default_and_dies_on_ctrl_c() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let json = json_path("sigint-counted");
+    let mut child = spawn_caught(&["write_bw", "-n", "100000000", "-s", "4096"], &json);
+    // No handler of its own at any point: whenever SIGINT comes, its default ends it.
+    sigint(child.id());
+    let status = child.wait().expect("mrc-perf ends");
+    assert_eq!(status.signal(), Some(2), "{status}");
+    let _ = std::fs::remove_file(&json);
+}

@@ -113,13 +113,7 @@ fn the_scraped_counters_are_the_reported_bytes() {
         (bw_mib * 1048576.0 / reported - 1.0).abs() < 1e-6,
         "BW_average {bw_mib} MiB/s is bytes/elapsed {reported} B/s"
     );
-    let want: Vec<f64> = report["planes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["rx_bytes"].as_f64().unwrap())
-        .collect();
-    assert!(want.iter().all(|&b| b > 0.0), "{want:?}");
+    let want = plane_rx_bytes(&report);
     assert_eq!(want.iter().sum::<f64>(), bytes, "{want:?}");
 
     // Prometheus scrapes the final counters while the endpoint lingers.
@@ -411,13 +405,7 @@ fn a_pushed_group_reaches_prometheus_through_the_pushgateway() {
     );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let want: Vec<f64> = report["planes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["rx_bytes"].as_f64().unwrap())
-        .collect();
-    assert!(want.iter().all(|&b| b > 0.0), "{want:?}");
+    let want = plane_rx_bytes(&report);
     // Prometheus, scraping the gateway, sees them with the run's job and instance.
     let expr = "sum by (plane) (mrc_port_rcv_data_bytes_total{job=\"mrc-perf\",instance=\"ci-run\",test=\"write_bw\"})";
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -441,4 +429,16 @@ fn a_pushed_group_reaches_prometheus_through_the_pushgateway() {
     let (status, _) = http_send(gw.addr(), "DELETE", group, "").unwrap();
     assert!((200..300).contains(&status));
     assert!(!gw.metrics().contains("instance=\"ci-run\""));
+}
+
+/// The report's per-plane received bytes, each of them non-zero.
+fn plane_rx_bytes(report: &serde_json::Value) -> Vec<f64> {
+    let bytes: Vec<f64> = report["planes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rx_bytes"].as_f64().unwrap())
+        .collect();
+    assert!(bytes.iter().all(|&b| b > 0.0), "{bytes:?}");
+    bytes
 }

@@ -408,6 +408,11 @@ impl Perf {
         }
     }
 
+    /// Ends its timed run now (SIGINT: the senders stop, both ends report what ran).
+    pub fn interrupt(&self) {
+        self.proc.interrupt();
+    }
+
     /// Waits (at most `limit`) for the exit; panics with the output unless it succeeded. The
     /// JSON report it wrote.
     pub fn finish(&mut self, limit: Duration, what: &str) -> (Output, Value) {

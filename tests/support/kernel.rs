@@ -65,13 +65,6 @@ pub fn deadline(base: Duration) -> Duration {
     if emulated() { base * slowdown() } else { base }
 }
 
-/// The length of a run (`mrc-perf -D`) that must outlast what a test does during it: `base`
-/// on real hardware, `base × 4` when the switches run emulated (there a DPDK host takes
-/// seconds to start and each read of the switches' counters about two).
-pub fn run_length(base: Duration) -> Duration {
-    if emulated() { base * 4 } else { base }
-}
-
 fn slowdown() -> u32 {
     std::env::var(SLOWDOWN_VAR)
         .ok()

@@ -83,6 +83,16 @@ impl Proc {
         }
     }
 
+    /// Sends it SIGINT (Ctrl-C): `mrc-perf` ends a timed run there, with its report.
+    pub fn interrupt(&self) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let ok = Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "{}: kill -INT {pid} failed", self.what);
+    }
+
     /// Waits at most `limit` for the exit (else kills it and panics with what it printed).
     pub fn finish(&mut self, limit: Duration) -> Output {
         let deadline = Instant::now() + limit;

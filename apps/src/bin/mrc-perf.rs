@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Exit status: 0 when every message completed (and, with `--check`, every byte is right),
-//! 1 when the run failed, 2 for a command line it cannot run.
+//! 1 when the run failed, 2 for a command line it cannot run. Ctrl-C ends a timed run early
+//! with its report (docs/mrc-perf.md).
 
 use std::process::ExitCode;
 
@@ -25,7 +26,11 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => return tool::fail(TOOL, &mrc_apps::usage!("{}", tool::one_line(&e)), 2),
     };
-    let code = match perf::run(&settings) {
+    let outcome = perf::run(&settings);
+    if perf::stop::requested() {
+        eprintln!("{TOOL}: interrupted: the run ended early; the figures cover what ran");
+    }
+    let code = match outcome {
         Ok(out) if out.ok() => ExitCode::SUCCESS,
         Ok(out) => {
             if let Some(e) = &out.error {

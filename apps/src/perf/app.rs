@@ -131,6 +131,8 @@ pub struct PerfApp {
     error: Option<String>,
     /// The duration is over (seen by a callback at or after the deadline).
     stopped: bool,
+    /// [`PerfApp::end_now`] was called: the run ends as if its duration were over.
+    ended_early: bool,
     /// `--check`: the bytes of the message being posted.
     scratch: Vec<u8>,
 }
@@ -163,6 +165,7 @@ impl PerfApp {
             wake: None,
             error: None,
             stopped: false,
+            ended_early: false,
             scratch: Vec::new(),
         }
     }
@@ -170,6 +173,26 @@ impl PerfApp {
     /// Per-QP records so far.
     pub fn records(&self) -> impl Iterator<Item = &QpRecord> {
         self.qps.iter().map(|q| &q.rec)
+    }
+
+    /// Ends a timed (`-D`) or endless (`--run_infinitely`) run now, as if its duration were
+    /// over: the senders stop posting, signal their tail and finish once every message posted
+    /// completed. Called before the start, the run ends as soon as it starts. A counted run
+    /// (`-n`) is not affected.
+    pub fn end_now(&mut self) {
+        if self.params.counted() {
+            return;
+        }
+        self.ended_early = true;
+        if let Some(start) = self.start {
+            // In the past: the next callback sees the duration over.
+            self.deadline = Some(start);
+        }
+    }
+
+    /// Whether [`PerfApp::end_now`] ended the run.
+    pub fn ended_early(&self) -> bool {
+        self.ended_early
     }
 
     /// When the application started.
@@ -405,7 +428,11 @@ impl PerfApp {
 impl Application for PerfApp {
     fn start(&mut self, now: Instant, verbs: &mut dyn Verbs) {
         self.start = Some(now);
-        self.deadline = self.params.duration.map(|d| now + d);
+        self.deadline = if self.ended_early {
+            Some(now)
+        } else {
+            self.params.duration.map(|d| now + d)
+        };
         let origin = self.params.pace_origin.unwrap_or(now);
         for q in &mut self.qps {
             q.pacer = Pacer::new(
@@ -475,7 +502,7 @@ impl Application for PerfApp {
         if self.error.is_some() {
             return true;
         }
-        if self.params.infinite {
+        if self.params.infinite && !self.ended_early {
             return false;
         }
         let p = self.params;

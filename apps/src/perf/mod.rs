@@ -31,6 +31,7 @@ pub mod report;
 pub mod sampling;
 pub mod settings;
 pub mod sim_backend;
+pub mod stop;
 pub mod traffic;
 
 use std::borrow::Cow;
@@ -143,6 +144,9 @@ fn observe_latency(e: &Exporter, o: &SizeOutcome) {
 pub fn run(s: &Settings) -> anyhow::Result<RunOutcome> {
     limits::check_memory(s, limits::memory_available())?;
     limits::check_output(s)?;
+    if stop::ends_the_run(s) {
+        stop::install()?;
+    }
     let mut backend = match s.backend {
         BackendKind::Sim => Backend::Sim(Box::new(SimBackend::new(s)?)),
         BackendKind::Mem => Backend::Mem(Box::new(MemBackend::new(s)?)),

@@ -202,6 +202,7 @@ pub fn drive(
     let mut sampling = Sampling::new(s, period);
     let mut live = Live::new(planes, sampling.live_min_ns()).labelled(hooks.live_label.clone());
     let mut periods = Periods::default();
+    let mut ending = false;
     // At least one turn, so a run has a sample whatever the scheduler did before this line.
     loop {
         // Until the next tick of the schedule (docs/metrics.md, "Resolution"), at most 50 ms
@@ -234,6 +235,13 @@ pub fn drive(
         }
         if threads.iter().all(std::thread::JoinHandle::is_finished) {
             break;
+        }
+        if !ending && super::stop::requested() {
+            // SIGINT or SIGTERM (stop.rs): the run ends here, as if its time were up.
+            ending = true;
+            for a in apps {
+                lock(a).end_now();
+            }
         }
     }
     let mut error = None;
