@@ -415,8 +415,11 @@ impl DpdkBackend {
             "error": error,
         });
         self.peer().send(&format!("DONE {done}"))?;
+        // The peer may still be running (a server's part of write_bw ends at once): as long
+        // as its run may take.
         let theirs: Value =
-            serde_json::from_str(&self.peer().expect("DONE")?).context("the peer's results")?;
+            serde_json::from_str(&self.peer().expect_within("DONE", done_wait(&s))?)
+                .context("the peer's results")?;
         if let Some(e) = theirs["error"].as_str() {
             error.get_or_insert_with(|| format!("peer: {e}"));
         }
@@ -485,6 +488,13 @@ impl Drop for DpdkBackend {
     }
 }
 
+/// How long one side waits for the other's DONE after its own run ended: as long as the
+/// other's run may still take (its driver's limit) and the exchange's own timeout; for a run
+/// without end, as long as it takes.
+fn done_wait(s: &Settings) -> Option<StdDuration> {
+    (!s.run_infinitely).then(|| super::nic_backend::run_limit(s) + EXCHANGE_TIMEOUT)
+}
+
 /// Wait until every port can send (link up, next hop known).
 fn wait_links(h: &NicHandle) -> anyhow::Result<()> {
     let deadline = std::time::Instant::now() + EXCHANGE_TIMEOUT;
@@ -495,4 +505,18 @@ fn wait_links(h: &NicHandle) -> anyhow::Result<()> {
         std::thread::sleep(StdDuration::from_millis(5));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_side_waits_for_its_peers_done_as_long_as_the_peers_run_may_take() {
+        let wait = |args: &[&str]| done_wait(&super::super::cli::parse(args).expect("parses"));
+        // A server's part of write_bw ends at once; its client runs -D and then drains.
+        assert!(wait(&["-D", "600"]).expect("bounded") > StdDuration::from_mins(10));
+        assert!(wait(&["-n", "5"]).expect("bounded") >= EXCHANGE_TIMEOUT);
+        assert_eq!(wait(&["-D", "1", "--run_infinitely"]), None);
+    }
 }

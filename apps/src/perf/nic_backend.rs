@@ -163,6 +163,17 @@ pub fn host_counters(
     Ok(hc)
 }
 
+/// How long a host's applications may run before their driver gives up (unless the run is
+/// endless): 120 s plus four times `-D`.
+pub fn run_limit(s: &Settings) -> StdDuration {
+    StdDuration::from_secs(
+        120 + s
+            .duration
+            .map_or(0, |d| d.0 / 1_000_000_000)
+            .saturating_mul(4),
+    )
+}
+
 /// Run `apps` (one per NIC handle and CQ in `drivers`) on their own threads until they are
 /// done, printing live lines, publishing metrics and `--run_infinitely` periods from here.
 /// Returns the first failure and how long it ran.
@@ -175,12 +186,7 @@ pub fn drive(
     drivers: &[(&NicHandle, CqHandle)],
     snapshot: &dyn Fn(StdDuration) -> anyhow::Result<Snapshot>,
 ) -> anyhow::Result<(Option<String>, StdDuration)> {
-    let limit = StdDuration::from_secs(
-        120 + s
-            .duration
-            .map_or(0, |d| d.0 / 1_000_000_000)
-            .saturating_mul(4),
-    );
+    let limit = run_limit(s);
     let threads: Vec<_> = apps
         .iter()
         .zip(drivers)

@@ -2,7 +2,7 @@
 //! of text per message, the parameters both sides must agree on, and the records each side
 //! sends back at the end.
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufRead as _, BufReader, ErrorKind, Write as _};
 use std::net::TcpStream;
 use std::time::Duration as StdDuration;
 
@@ -40,11 +40,27 @@ impl Peer {
 
     /// The next line, which must start with `word`; the rest of it.
     pub(super) fn expect(&mut self, word: &str) -> anyhow::Result<String> {
+        self.expect_within(word, Some(EXCHANGE_TIMEOUT))
+    }
+
+    /// [`Peer::expect`], waiting at most `wait` for the line (`None`: as long as it takes).
+    pub(super) fn expect_within(
+        &mut self,
+        word: &str,
+        wait: Option<StdDuration>,
+    ) -> anyhow::Result<String> {
+        let socket = self.reader.get_ref();
+        socket.set_read_timeout(wait)?;
         let mut line = String::new();
-        let n = self
-            .reader
-            .read_line(&mut line)
-            .with_context(|| format!("waiting for the peer's {word}"))?;
+        let read = self.reader.read_line(&mut line);
+        let n = match read {
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                let waited = wait.unwrap_or_default();
+                bail!("the peer sent no {word} in {waited:?} (is it still running?)")
+            }
+            Err(e) => return Err(e).with_context(|| format!("waiting for the peer's {word}")),
+        };
         if n == 0 {
             bail!("the peer closed the exchange before {word}");
         }
@@ -161,6 +177,22 @@ mod tests {
         let s = json!({"-s": [65536], "-n": 5});
         assert_eq!(mismatches(&c, &s), ["-s: client [4096], server [65536]"]);
         assert!(mismatches(&c, &c).is_empty());
+    }
+
+    #[test]
+    fn a_peer_that_stays_silent_is_named_after_the_wait_and_a_line_within_it_is_read() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut far = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let mut peer = Peer::new(listener.accept().unwrap().0).unwrap();
+        let e = peer
+            .expect_within("DONE", Some(StdDuration::from_millis(50)))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the peer sent no DONE in 50ms (is it still running?)"
+        );
+        writeln!(far, "DONE {{}}").unwrap();
+        assert_eq!(peer.expect_within("DONE", None).unwrap(), "{}");
     }
 
     #[test]
